@@ -1,0 +1,27 @@
+#include "nabu/cli/commands/catalog.h"
+
+#include "nabu/neuralnetworks/loss_computers/loss_computer.h"
+#include "nabu/neuralnetworks/models/model.h"
+
+namespace nabu::cli {
+
+namespace {
+
+template <class RegistryType>
+CatalogEntry entry_for(RegistryType& registry) {
+  return CatalogEntry{registry.family(), [&registry] { return registry.names(); },
+                      [&registry](const std::string& name) { return registry.help(name); },
+                      [&registry](const std::string& name) { return registry.options(name); }};
+}
+
+}  // namespace
+
+const std::vector<CatalogEntry>& catalog() {
+  static const std::vector<CatalogEntry> entries = {
+      entry_for(model_registry()),
+      entry_for(loss_registry()),
+  };
+  return entries;
+}
+
+}  // namespace nabu::cli

@@ -1,0 +1,147 @@
+#include "nabu/cli/commands/cli.h"
+
+#include <torch/torch.h>
+
+#include <iostream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/core/logging.h"
+#include "nabu/core/strings.h"
+
+namespace nabu::cli {
+
+std::vector<ConfigOverride> CommonOptions::overrides() const {
+  std::vector<ConfigOverride> out;
+  for (const auto& spec : sets) out.push_back(ConfigOverride::parse(spec));
+  return out;
+}
+
+void add_common_options(po::options_description& description, CommonOptions& options) {
+  description.add_options()
+      ("recipe", po::value(&options.recipe), "recipe folder (database.conf, model.cfg, ...)")
+      ("expdir", po::value(&options.expdir), "experiment directory (created if missing)")
+      ("set", po::value(&options.sets)->composing(),
+       "override a config value before anything reads it: FILE:SECTION:KEY=VALUE, "
+       "e.g. --set model.cfg:main:num_units=64 (repeatable)")
+      ("threads", po::value(&options.threads)->default_value(0),
+       "LibTorch intra-op threads (0 = all cores)")
+      ("seed", po::value(&options.seed)->default_value(1234), "random seed")
+      ("log-level", po::value(&options.log_level)->default_value("info"),
+       "trace, debug, info, warn or error");
+}
+
+bool parse_command_line(const std::string& command, const std::string& summary,
+                        const std::vector<std::string>& args, po::options_description& description,
+                        po::positional_options_description* positional) {
+  description.add_options()("help,h", "show this help");
+  po::variables_map variables;
+  try {
+    po::command_line_parser parser(args);
+    parser.options(description);
+    if (positional) parser.positional(*positional);
+    po::store(parser.run(), variables);
+    if (variables.count("help")) {
+      std::cout << "Usage: nabu " << command << " [options]\n" << summary << "\n\n"
+                << description << "\n";
+      return false;
+    }
+    po::notify(variables);
+  } catch (const po::error& e) {
+    throw Error("nabu " + command + ": " + e.what() + " (see nabu " + command + " --help)");
+  }
+  return true;
+}
+
+void apply_common_options(const CommonOptions& options) {
+  setup_logging(options.log_level);
+  if (options.threads < 0) throw Error("--threads must be >= 0");
+  int threads = options.threads > 0 ? options.threads
+                                    : std::max(1u, std::thread::hardware_concurrency());
+  torch::set_num_threads(threads);
+  torch::manual_seed(options.seed);
+}
+
+void require(const std::string& value, const std::string& option, const std::string& command) {
+  if (value.empty())
+    throw Error("nabu " + command + ": --" + option + " is required (see nabu " + command +
+                " --help)");
+}
+
+bool parse_flag(const std::string& value, const std::string& option) {
+  if (value.empty() || value == "True" || value == "true" || value == "1") return true;
+  if (value == "False" || value == "false" || value == "0") return false;
+  throw Error("--" + option + "=" + shorten(value) + ": expected True or False");
+}
+
+namespace {
+
+int not_built(const char* command) {
+  std::cerr << "nabu " << command << ": not available yet in this build\n";
+  return 1;
+}
+
+void print_usage() {
+  std::cout << "Usage: nabu <command> [options]   (nabu <command> --help for details)\n\n"
+               "Commands:\n";
+  for (const auto& info : commands())
+    std::cout << "  " << info.name << std::string(10 - std::string(info.name).size(), ' ')
+              << info.summary << "\n";
+}
+
+}  // namespace
+
+// Commands that later issues fill in are defined weakly here so a missing one says so.
+__attribute__((weak)) int cmd_data(const std::vector<std::string>&) { return not_built("data"); }
+__attribute__((weak)) int cmd_train(const std::vector<std::string>&) { return not_built("train"); }
+__attribute__((weak)) int cmd_test(const std::vector<std::string>&) { return not_built("test"); }
+__attribute__((weak)) int cmd_sweep(const std::vector<std::string>&) { return not_built("sweep"); }
+__attribute__((weak)) int cmd_separate(const std::vector<std::string>&) {
+  return not_built("separate");
+}
+
+const std::vector<CommandInfo>& commands() {
+  static const std::vector<CommandInfo> table = {
+      {"data", cmd_data, "prepare features and targets of a recipe into HDF5 stores"},
+      {"train", cmd_train, "train the models of a recipe (segment-length curriculum)"},
+      {"test", cmd_test, "test loss, reconstruction of separated signals and scoring"},
+      {"sweep", cmd_sweep, "train one experiment per block of a sweep file"},
+      {"check", cmd_check, "check a recipe without running it; lists all problems"},
+      {"separate", cmd_separate, "separate new mixtures with a trained model"},
+      {"list", cmd_list, "list the registered components (models, losses, ...)"},
+  };
+  return table;
+}
+
+int run_main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    print_usage();
+    return args.empty() ? 1 : 0;
+  }
+  std::string name = args[0];
+  args.erase(args.begin());
+  for (const auto& info : commands()) {
+    if (name != info.name) continue;
+    try {
+      return info.run(args);
+    } catch (const std::exception& e) {
+      std::string message = e.what();
+      // LibTorch messages carry a C++ backtrace after the first line; users need the first.
+      auto newline = message.find("\nException raised from");
+      if (newline != std::string::npos) message = message.substr(0, newline);
+      spdlog::shutdown();
+      std::cerr << "nabu " << name << ": error: " << message << std::endl;
+      return 1;
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& info : commands()) names.push_back(info.name);
+  std::cerr << "nabu: unknown command '" << name << "'" << did_you_mean(name, names)
+            << "; commands: " << join(names, ", ") << std::endl;
+  return 1;
+}
+
+}  // namespace nabu::cli

@@ -1,0 +1,58 @@
+// Command-line interface: `nabu <command> [options]`. Each command is a function taking its own
+// arguments; errors thrown anywhere are caught once in run_main, printed as one line, exit 1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "nabu/core/config.h"
+
+namespace nabu::cli {
+
+namespace po = boost::program_options;
+
+int run_main(int argc, char** argv);
+
+// Options every command shares.
+struct CommonOptions {
+  std::string recipe, expdir;
+  std::vector<std::string> sets;
+  int threads = 0;  // 0 = number of cores
+  std::uint64_t seed = 1234;
+  std::string log_level = "info";
+  std::vector<ConfigOverride> overrides() const;
+};
+
+// Adds --recipe, --expdir, --set, --threads, --seed, --log-level.
+void add_common_options(po::options_description& description, CommonOptions& options);
+// Parses `args` with `description`; returns false when --help was given (help printed).
+bool parse_command_line(const std::string& command, const std::string& summary,
+                        const std::vector<std::string>& args, po::options_description& description,
+                        po::positional_options_description* positional = nullptr);
+// Logging level, LibTorch threads (default: all cores) and the seed.
+void apply_common_options(const CommonOptions& options);
+// Throws if a required option was not given.
+void require(const std::string& value, const std::string& option, const std::string& command);
+// "True"/"true"/"1"/"" (bare flag) -> true; "False"/"false"/"0" -> false; else an error.
+bool parse_flag(const std::string& value, const std::string& option);
+
+using Command = int (*)(const std::vector<std::string>& args);
+struct CommandInfo {
+  const char* name;
+  Command run;
+  const char* summary;
+};
+const std::vector<CommandInfo>& commands();
+
+int cmd_data(const std::vector<std::string>& args);
+int cmd_train(const std::vector<std::string>& args);
+int cmd_test(const std::vector<std::string>& args);
+int cmd_sweep(const std::vector<std::string>& args);
+int cmd_check(const std::vector<std::string>& args);
+int cmd_separate(const std::vector<std::string>& args);
+int cmd_list(const std::vector<std::string>& args);
+
+}  // namespace nabu::cli

@@ -1,0 +1,36 @@
+// Filesystem helpers: files are written to a temporary name and renamed into place, so a killed
+// run never leaves a half-written file under the final name.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace nabu {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path);  // throws Error naming the path
+void write_file_atomic(const fs::path& path, const std::string& content);
+void ensure_directory(const fs::path& path);  // throws Error naming the path
+// A unique temporary sibling of `path` ("<path>.tmp.<pid>.<n>").
+fs::path temporary_sibling(const fs::path& path);
+// Renames `from` to `to` (same filesystem), replacing `to`; throws Error on failure.
+void rename_replace(const fs::path& from, const fs::path& to);
+
+// Deletes the file on destruction unless commit() renamed it into place.
+class AtomicPath {
+ public:
+  explicit AtomicPath(fs::path final_path);
+  ~AtomicPath();
+  AtomicPath(const AtomicPath&) = delete;
+  AtomicPath& operator=(const AtomicPath&) = delete;
+  const fs::path& temporary() const { return temporary_; }
+  const fs::path& final_path() const { return final_; }
+  void commit();
+
+ private:
+  fs::path final_, temporary_;
+  bool committed_ = false;
+};
+
+}  // namespace nabu

@@ -1,0 +1,57 @@
+// A recipe: a folder of INI files (database.conf, model.cfg, trainer.cfg, ...) loaded once, with
+// command-line overrides applied before anything reads them.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+
+namespace nabu {
+
+class Recipe {
+ public:
+  // Loads every *.cfg / *.conf file of `dir`, then the processor configs named by database.conf,
+  // and applies `overrides` (matched by file name). An override naming a file or section that is
+  // not there is an error.
+  static Recipe load(const std::filesystem::path& dir,
+                     const std::vector<ConfigOverride>& overrides = {});
+
+  const std::filesystem::path& dir() const { return dir_; }
+  bool has(const std::string& file) const;
+  const ConfigFile& get(const std::string& file) const;  // throws naming the recipe
+  const ConfigFile* find(const std::string& file) const;
+  std::vector<std::string> file_names() const;
+  const std::vector<ConfigOverride>& overrides() const { return overrides_; }
+  // Parser warnings of all files (continuation lines, processor_config fallbacks).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  // Where the processor config of a database section lives (SPEC §4.12): the path as given
+  // (relative to the working directory), else the file of that name in the recipe folder.
+  // Throws ConfigError naming the section when neither exists.
+  std::filesystem::path processor_config_path(const ConfigSection& database_section) const;
+  // The parsed processor config of a database section (overrides applied).
+  const ConfigFile& processor_config(const ConfigSection& database_section) const;
+
+  // Writes the recipe as used (after overrides) into `dir`: every file under its own name, the
+  // processor configs next to them, database.conf pointing at those copies. The result is itself
+  // a loadable recipe.
+  void save_copy(const std::filesystem::path& dir) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<ConfigOverride> overrides_;
+  std::map<std::string, ConfigFile> files_;
+  // processor configs by resolved absolute path
+  std::map<std::string, ConfigFile> processor_configs_;
+  std::vector<std::string> warnings_;
+};
+
+// Replaces values that are exactly "globalvars" by the same key of database.conf's [globalvars]
+// section (SPEC §4.11). Throws naming the section and key when [globalvars] lacks it.
+ConfigSection resolve_globalvars(const ConfigSection& section, const ConfigFile& database);
+
+}  // namespace nabu

@@ -1,0 +1,84 @@
+#include "nabu/processing/signal.h"
+
+#include <cmath>
+
+#include "nabu/core/error.h"
+
+namespace nabu {
+
+int64_t python_round(double value) {
+  return static_cast<int64_t>(value < 0 ? std::ceil(value - 0.5) : std::floor(value + 0.5));
+}
+
+bool is_known_window(const std::string& name) {
+  return name == "cosine" || name == "hanning" || name == "hamming" || name == "none" ||
+         name == "None";
+}
+
+torch::Tensor make_window(const std::string& name, int64_t length) {
+  auto options = torch::TensorOptions().dtype(torch::kFloat64);
+  auto m = torch::arange(length, options);
+  if (name == "cosine") return torch::sin(M_PI * (m + 0.5) / static_cast<double>(length));
+  if (name == "none" || name == "None") return torch::ones({length}, options);
+  if (length == 1) return torch::ones({1}, options);
+  double denominator = static_cast<double>(length - 1);
+  if (name == "hanning") return 0.5 - 0.5 * torch::cos(2.0 * M_PI * m / denominator);
+  if (name == "hamming") return 0.54 - 0.46 * torch::cos(2.0 * M_PI * m / denominator);
+  throw Error("unknown window function '" + name + "' (known: cosine, hanning, hamming, none)");
+}
+
+torch::Tensor snip(const torch::Tensor& signal, const FrameSettings& settings) {
+  double fs = settings.sample_rate;
+  double length = static_cast<double>(signal.size(0));
+  // int() truncates toward zero, as in the original.
+  int64_t n = static_cast<int64_t>((length - settings.winlen * fs) / (settings.winstep * fs));
+  int64_t keep = python_round(n * settings.winstep * fs + settings.winlen * fs);
+  keep = std::min<int64_t>(std::max<int64_t>(keep, 0), signal.size(0));
+  return signal.slice(0, 0, keep);
+}
+
+int64_t num_frames(int64_t length, const FrameSettings& settings) {
+  int64_t frame_length = settings.frame_length(), step = settings.frame_step();
+  if (length <= frame_length) return 1;
+  return 1 + static_cast<int64_t>(
+                 std::ceil(static_cast<double>(length - frame_length) / static_cast<double>(step)));
+}
+
+torch::Tensor frame_signal(const torch::Tensor& signal, const FrameSettings& settings) {
+  int64_t frame_length = settings.frame_length(), step = settings.frame_step();
+  if (frame_length <= 0 || step <= 0)
+    throw Error("window length and step must be at least one sample");
+  int64_t frames = num_frames(signal.size(0), settings);
+  int64_t padded_length = (frames - 1) * step + frame_length;
+  auto padded = torch::zeros({padded_length}, signal.options());
+  padded.slice(0, 0, signal.size(0)).copy_(signal);
+  auto framed = padded.unfold(0, frame_length, step);  // [T, frame_length]
+  return framed * make_window(settings.winfunc, frame_length).to(signal.dtype());
+}
+
+torch::Tensor frames_spectrum(const torch::Tensor& frames, int nfft) {
+  return torch::fft::rfft(frames, nfft, -1);
+}
+
+torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSettings& settings,
+                                  int64_t signal_length) {
+  int64_t frame_length = settings.frame_length(), step = settings.frame_step();
+  int64_t frames = spectrum.size(0);
+  auto time_frames = torch::fft::irfft(spectrum, settings.nfft, -1)
+                         .slice(1, 0, frame_length)
+                         .to(torch::kFloat64);  // [T, frame_length]
+  int64_t total = (frames - 1) * step + frame_length;
+  auto window = make_window(settings.winfunc, frame_length);
+  // Overlap-add of frames and of windows through index_add (one kernel, no Python-style loop).
+  auto positions = (torch::arange(frames, torch::kLong) * step).unsqueeze(1) +
+                   torch::arange(frame_length, torch::kLong).unsqueeze(0);
+  auto flat_positions = positions.reshape({-1});
+  auto signal = torch::zeros({total}, torch::kFloat64)
+                    .index_add_(0, flat_positions, time_frames.reshape({-1}));
+  auto window_sum = torch::zeros({total}, torch::kFloat64)
+                        .index_add_(0, flat_positions, window.repeat({frames}));
+  signal = signal / (window_sum + 1e-15);
+  return signal.slice(0, 0, std::min(signal_length, total));
+}
+
+}  // namespace nabu

@@ -1,0 +1,51 @@
+// Framing and windowing exactly as the original's sigproc (SPEC §2.e), on tensors. Shared by the
+// feature computers (analysis) and the reconstructors (overlap-add synthesis).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+namespace nabu {
+
+// Python 2 round(): halves away from zero.
+int64_t python_round(double value);
+
+struct FrameSettings {
+  int sample_rate = 8000;
+  double winlen = 0.032;   // seconds
+  double winstep = 0.008;  // seconds
+  std::string winfunc = "cosine";
+  int nfft = 256;
+
+  int64_t frame_length() const { return python_round(winlen * sample_rate); }
+  int64_t frame_step() const { return python_round(winstep * sample_rate); }
+  int num_bins() const { return nfft / 2 + 1; }
+};
+
+// Window of `length` samples: cosine (sin(pi(m+0.5)/M)), hanning (numpy), hamming (scipy),
+// none/None (rectangular). Throws Error for other names. Double precision.
+torch::Tensor make_window(const std::string& name, int64_t length);
+bool is_known_window(const std::string& name);
+
+// Truncates the signal to a whole number of frame steps after one frame (the original's snip):
+// n = int((len - winlen*fs) / (winstep*fs)); keep round(n*winstep*fs + winlen*fs) samples.
+torch::Tensor snip(const torch::Tensor& signal, const FrameSettings& settings);
+
+// Number of frames framesig() makes of `length` samples.
+int64_t num_frames(int64_t length, const FrameSettings& settings);
+
+// Frames [T, frame_length] of a 1-D signal, zero-padded at the end, multiplied by the window.
+torch::Tensor frame_signal(const torch::Tensor& signal, const FrameSettings& settings);
+
+// Complex spectrum [T, nfft/2+1] of the windowed frames (numpy rfft semantics: frames longer than
+// nfft are truncated, shorter ones zero-padded).
+torch::Tensor frames_spectrum(const torch::Tensor& frames, int nfft);
+
+// Inverse of the analysis above (the original's spec2time): irfft of every frame (frame_length
+// samples), overlap-add at frame_step, divided by the sum of the analysis windows (+1e-15),
+// truncated to `signal_length` samples. No final normalisation.
+torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSettings& settings,
+                                  int64_t signal_length);
+
+}  // namespace nabu

@@ -1,0 +1,38 @@
+// Helpers shared by the unit tests: temporary directories, writing files, running the CLI.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace nabu::testing {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+void write_text(const fs::path& path, const std::string& text);
+std::string read_text(const fs::path& path);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+// Runs the nabu binary with `args` (a shell-quoted string) in `cwd`.
+CommandResult run_nabu(const std::string& args, const fs::path& cwd = fs::current_path());
+
+// The source tree (for shipped recipes and reference fixtures).
+fs::path source_dir();
+// ../shared/reference/nabu-msss-recipe-MERL_DC_2spk when present (empty path otherwise).
+fs::path reference_recipe_dir();
+
+}  // namespace nabu::testing
