@@ -144,6 +144,16 @@ std::vector<double> ConfigSection::get_double_list(const std::string& key) const
   return out;
 }
 
+std::string ConfigSection::get_per_segment(const std::string& key, std::size_t index,
+                                           std::size_t count, bool broadcast_single) const {
+  auto values = get_list(key);
+  if (broadcast_single && values.size() == 1) return values[0];
+  if (values.size() != count)
+    fail(key, "expected " + std::to_string(count) + " space-separated values (one per segment " +
+                  "length), got " + std::to_string(values.size()));
+  return values.at(index);
+}
+
 // ---------------------------------------------------------------------------------------------
 // ConfigFile
 

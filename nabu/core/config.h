@@ -53,6 +53,11 @@ class ConfigSection {
   std::vector<long long> get_int_list(const std::string& key) const;
   std::vector<double> get_double_list(const std::string& key) const;
 
+  // Per-segment lists of [trainer] (SPEC §4.10): the `index`-th of `count` space-separated values.
+  // With `broadcast_single`, a single value serves every segment (learning_rate_decay).
+  std::string get_per_segment(const std::string& key, std::size_t index, std::size_t count,
+                              bool broadcast_single = false) const;
+
   // "file:line: [section] key" for messages; "file: [section]" without a key.
   std::string where(const std::string& key = "") const;
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;

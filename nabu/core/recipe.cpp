@@ -19,7 +19,19 @@ bool is_config_file(const fs::path& path) {
 
 }  // namespace
 
-Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& overrides) {
+Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& overrides,
+                    std::vector<std::string>* errors) {
+  // Runs `action`; with an error list, a ConfigError is recorded there instead of thrown.
+  auto attempt = [errors](const auto& action) {
+    if (!errors) return action(), true;
+    try {
+      action();
+      return true;
+    } catch (const ConfigError& e) {
+      errors->push_back(e.what());
+      return false;
+    }
+  };
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw ConfigError(dir.string() + ": recipe folder does not exist or is not a directory");
@@ -29,13 +41,15 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_regular_file() || !is_config_file(entry.path())) continue;
     auto name = entry.path().filename().string();
-    recipe.files_.emplace(name, ConfigFile::load(entry.path()));
+    attempt([&] { recipe.files_.emplace(name, ConfigFile::load(entry.path())); });
   }
   if (ec) throw ConfigError(dir.string() + ": cannot list recipe folder: " + ec.message());
 
   std::set<std::string> override_targets;
   for (auto& [name, file] : recipe.files_) {
-    if (apply_overrides(file, name, overrides) > 0) override_targets.insert(name);
+    attempt([&, &name = name, &file = file] {
+      if (apply_overrides(file, name, overrides) > 0) override_targets.insert(name);
+    });
     for (const auto& warning : file.warnings()) recipe.warnings_.push_back(warning);
   }
   // Processor configs: loaded from where database.conf points, overrides matched by file name.
@@ -50,18 +64,22 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
       }
       std::string key = fs::absolute(path).lexically_normal().string();
       if (recipe.processor_configs_.count(key)) continue;
-      ConfigFile config = ConfigFile::load(path);
-      std::string name = path.filename().string();
-      if (apply_overrides(config, name, overrides) > 0) override_targets.insert(name);
-      recipe.processor_configs_.emplace(key, std::move(config));
+      attempt([&] {
+        ConfigFile config = ConfigFile::load(path);
+        std::string name = path.filename().string();
+        if (apply_overrides(config, name, overrides) > 0) override_targets.insert(name);
+        recipe.processor_configs_.emplace(key, std::move(config));
+      });
     }
   }
   for (const auto& override_ : overrides) {
     if (override_targets.count(override_.file)) continue;
     std::vector<std::string> known = recipe.file_names();
-    throw ConfigError("--set '" + shorten(override_.spec) + "': the recipe " + dir.string() +
+    attempt([&] {
+      throw ConfigError("--set '" + shorten(override_.spec) + "': the recipe " + dir.string() +
                       " has no file '" + override_.file + "'" +
                       did_you_mean(override_.file, known));
+    });
   }
   return recipe;
 }

@@ -17,8 +17,11 @@ class Recipe {
   // Loads every *.cfg / *.conf file of `dir`, then the processor configs named by database.conf,
   // and applies `overrides` (matched by file name). An override naming a file or section that is
   // not there is an error.
+  // With `errors`, problems (a file that does not parse, a bad override) are collected there and
+  // the rest of the recipe is still loaded, for `nabu check`.
   static Recipe load(const std::filesystem::path& dir,
-                     const std::vector<ConfigOverride>& overrides = {});
+                     const std::vector<ConfigOverride>& overrides = {},
+                     std::vector<std::string>* errors = nullptr);
 
   const std::filesystem::path& dir() const { return dir_; }
   bool has(const std::string& file) const;

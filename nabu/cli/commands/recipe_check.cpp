@@ -1,0 +1,265 @@
+#include "nabu/cli/commands/recipe_check.h"
+
+#include <functional>
+#include <set>
+
+#include "nabu/core/error.h"
+#include "nabu/core/recipe.h"
+#include "nabu/core/strings.h"
+#include "nabu/neuralnetworks/loss_computers/loss_computer.h"
+#include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/processing/database_section.h"
+
+namespace nabu::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class RecipeChecker {
+ public:
+  RecipeChecker(const fs::path& dir, const std::vector<ConfigOverride>& overrides,
+                CheckReport& report)
+      : report_(report) {
+    recipe_ = Recipe::load(dir, overrides, &report_.problems);
+    report_.files_checked = static_cast<int>(recipe_.file_names().size());
+    for (const auto& warning : recipe_.warnings()) report_.warnings.push_back(warning);
+  }
+
+  void run() {
+    for (const char* required : {"database.conf", "model.cfg", "trainer.cfg",
+                                 "validation_evaluator.cfg", "test_evaluator.cfg",
+                                 "reconstructor.cfg", "scorer.cfg"})
+      if (!recipe_.has(required))
+        problem(recipe_.dir().string() + ": missing " + std::string(required));
+    database_ = recipe_.find("database.conf");
+    loss_cfg_ = recipe_.find("loss.cfg");
+    if (database_) check_database();
+    if (const ConfigFile* models = recipe_.find("model.cfg")) check_models(*models);
+    if (const ConfigFile* trainer = recipe_.find("trainer.cfg")) check_trainer(*trainer);
+    if (const ConfigFile* validation = recipe_.find("validation_evaluator.cfg"))
+      check_validation(*validation);
+    if (const ConfigFile* test = recipe_.find("test_evaluator.cfg")) check_test(*test);
+  }
+
+ private:
+  void problem(const std::string& message) { report_.problems.push_back(message); }
+  void warning(const std::string& message) { report_.warnings.push_back(message); }
+
+  // Runs a check; an Error it throws becomes one problem.
+  bool guard(const std::function<void()>& check) {
+    try {
+      check();
+      return true;
+    } catch (const Error& e) {
+      problem(e.what());
+      return false;
+    }
+  }
+
+  void check_database() {
+    for (const auto& section : database_->sections()) {
+      if (section.name() == "globalvars") continue;
+      guard([&] {
+        auto options = read_database_section(section, *database_);
+        for (const auto& file : options.datafiles)
+          if (!fs::exists(file))
+            problem(section.where("datafiles") + ": '" + file + "' does not exist");
+        for (const auto& dependency : options.dependency_names())
+          if (!database_->has_section(dependency))
+            problem(section.where("dependencies") + ": no section [" + dependency + "]" +
+                    did_you_mean(dependency, database_->section_names()));
+        if (!options.processor_config.empty()) recipe_.processor_config_path(section);
+      });
+    }
+  }
+
+  void check_models(const ConfigFile& models) {
+    if (!guard([&] { models.section("hyper").get_string("model_names"); })) return;
+    for (const auto& name : models.section("hyper").get_list("model_names")) {
+      const ConfigSection* section = models.find_section(name);
+      if (!section) {
+        problem(models.section("hyper").where("model_names") + ": model '" + name +
+                "' has no section" + did_you_mean(name, models.section_names()));
+        continue;
+      }
+      std::string architecture;
+      if (!guard([&] { architecture = section->get_string("architecture"); })) continue;
+      if (!model_registry().contains(architecture)) {
+        problem(section->where("architecture") + ": " +
+                model_registry().unknown_message(architecture));
+        continue;
+      }
+      for (const auto& message : model_registry().check(architecture, *section)) problem(message);
+    }
+  }
+
+  std::set<std::string> model_names() const {
+    std::set<std::string> names;
+    if (const ConfigFile* models = recipe_.find("model.cfg"))
+      if (const ConfigSection* hyper = models->find_section("hyper"))
+        for (const auto& name : hyper->get_list("model_names", {})) names.insert(name);
+    return names;
+  }
+
+  // The references of a task section: data sections, nodes and models, the loss.
+  void check_task(const ConfigSection& section, TaskRole role, const ConfigSection* evaluator) {
+    for (const auto& message : unknown_task_keys(section, role)) problem(message);
+    TaskSpec spec;
+    if (!guard([&] { spec = read_task_spec(section, role, evaluator); })) return;
+    if (database_) {
+      for (const auto& set : spec.linked_sets)
+        for (const auto* bindings : {&set.inputs, &set.targets})
+          for (const auto& binding : *bindings)
+            for (const auto& name : binding.sections)
+              if (!database_->has_section(name))
+                problem(section.where((set.name == "set0" ? "" : set.name + "_") + binding.name) +
+                        ": no database.conf section [" + name + "]" +
+                        did_you_mean(name, database_->section_names()));
+    }
+    check_graph(section, spec);
+    guard([&] {
+      ConfigSection options("", {});
+      std::string type = resolve_loss_type(section, loss_cfg_, &options);
+      for (const auto& message : loss_registry().check(type, options)) problem(message);
+    });
+  }
+
+  void check_graph(const ConfigSection& section, const TaskSpec& spec) {
+    auto models = model_names();
+    std::set<std::string> available(spec.input_names.begin(), spec.input_names.end());
+    for (const auto& node : spec.nodes) {
+      guard([&] {
+        std::string model = section.get_string(node + "_model");
+        if (!models.count(model))
+          section.fail(node + "_model", "model '" + model + "' is not in [hyper] model_names" +
+                                            did_you_mean(model, {models.begin(), models.end()}));
+      });
+      guard([&] {
+        for (const auto& input : section.get_list(node + "_inputs")) {
+          if (available.count(input)) continue;
+          bool later = std::find(spec.nodes.begin(), spec.nodes.end(), input) != spec.nodes.end();
+          section.fail(node + "_inputs",
+                       "'" + input + "' is " +
+                           (later ? "a later node (nodes run in the listed order)"
+                                  : "neither an input nor an earlier node" +
+                                        did_you_mean(input, {available.begin(), available.end()})));
+        }
+      });
+      available.insert(node);
+    }
+    for (const auto& output : spec.output_names)
+      if (std::find(spec.nodes.begin(), spec.nodes.end(), output) == spec.nodes.end())
+        problem(section.where("outputs") + ": output '" + output + "' is not a node");
+  }
+
+  void check_trainer(const ConfigFile& trainer) {
+    TrainerOptions options;
+    if (!guard([&] { options = read_trainer_options(trainer); })) return;
+    for (const auto& task : options.tasks) {
+      const ConfigSection* section = trainer.find_section(task);
+      if (!section) {
+        problem(trainer.section("trainer").where("tasks") + ": task '" + task +
+                "' has no section" + did_you_mean(task, trainer.section_names()));
+        continue;
+      }
+      check_task(*section, TaskRole::kTrain, nullptr);
+    }
+    if (!options.init_file.empty() && !fs::exists(options.init_file))
+      problem(trainer.section("trainer").where("init_file") + ": '" + options.init_file +
+              "' does not exist");
+    training_tasks_ = options.tasks;
+  }
+
+  void check_validation(const ConfigFile& validation) {
+    const ConfigSection* evaluator = validation.find_section("evaluator");
+    if (!evaluator) {
+      problem(validation.path() + ": no [evaluator] section");
+      return;
+    }
+    std::string type = evaluator->get_string("evaluator", "task_loss_evaluator");
+    if (type != "task_loss_evaluator" && type != "None")
+      problem(evaluator->where("evaluator") + ": unknown evaluator '" + type +
+              "'; known: task_loss_evaluator, None");
+    auto excluded = evaluator->get_list("tasks_excluded_for_val", {});
+    for (const auto& task : training_tasks_) {
+      if (std::find(excluded.begin(), excluded.end(), task) != excluded.end()) continue;
+      const ConfigSection* section = validation.find_section(task);
+      if (!section) {
+        problem(validation.path() + ": no section for training task [" + task + "]");
+        continue;
+      }
+      check_task(*section, TaskRole::kValidation, evaluator);
+    }
+  }
+
+  void check_test(const ConfigFile& test) {
+    const ConfigSection* evaluator = test.find_section("evaluator");
+    if (!evaluator) {
+      problem(test.path() + ": no [evaluator] section");
+      return;
+    }
+    std::vector<std::string> tasks;
+    if (!guard([&] { tasks = evaluator->get_list("tasks"); })) return;
+    const ConfigFile* reconstructors = recipe_.find("reconstructor.cfg");
+    const ConfigFile* scorers = recipe_.find("scorer.cfg");
+    for (const auto& task : tasks) {
+      const ConfigSection* section = test.find_section(task);
+      if (!section) {
+        problem(evaluator->where("tasks") + ": task '" + task + "' has no section" +
+                did_you_mean(task, test.section_names()));
+        continue;
+      }
+      check_task(*section, TaskRole::kTest, evaluator);
+      check_references(reconstructors, task, {"org_mix", "usedbins"});
+      check_references(scorers, task, {"org_src", "base", "spkinfo", "noise"});
+    }
+  }
+
+  // The database sections a reconstructor.cfg / scorer.cfg task section points at must exist.
+  void check_references(const ConfigFile* file, const std::string& task,
+                        const std::vector<std::string>& keys) {
+    if (!file || !database_) return;
+    const ConfigSection* section = file->find_section(task);
+    if (!section) {
+      problem(file->path() + ": no section for test task [" + task + "]");
+      return;
+    }
+    for (const auto& key : keys) {
+      if (!section->has(key)) continue;
+      std::string name = section->get_string(key);
+      if (!database_->has_section(name))
+        problem(section->where(key) + ": no database.conf section [" + name + "]" +
+                did_you_mean(name, database_->section_names()));
+    }
+  }
+
+  CheckReport& report_;
+  Recipe recipe_;
+  const ConfigFile* database_ = nullptr;
+  const ConfigFile* loss_cfg_ = nullptr;
+  std::vector<std::string> training_tasks_;
+};
+
+}  // namespace
+
+CheckReport check_recipe(const fs::path& recipe_dir, const std::vector<ConfigOverride>& overrides) {
+  CheckReport report;
+  try {
+    RecipeChecker checker(recipe_dir, overrides, report);
+    checker.run();
+  } catch (const Error& e) {
+    report.problems.push_back(e.what());
+  }
+  // A shared section (loss.cfg, a database section) is reached from several tasks: report once.
+  std::vector<std::string> unique;
+  std::set<std::string> seen;
+  for (auto& message : report.problems)
+    if (seen.insert(message).second) unique.push_back(std::move(message));
+  report.problems = std::move(unique);
+  return report;
+}
+
+}  // namespace nabu::cli

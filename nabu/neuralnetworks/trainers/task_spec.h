@@ -1,0 +1,48 @@
+// A task section (trainer.cfg, validation_evaluator.cfg or test_evaluator.cfg; SPEC §1.3, §1.6,
+// §1.7, §2.c): which database sections feed which input and target names, the node graph, the
+// loss, and the evaluator's batch settings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+
+namespace nabu {
+
+enum class TaskRole { kTrain, kValidation, kTest };
+
+// An input or target name and the database sections that feed it (several sections concatenate
+// datasets).
+struct DataBinding {
+  std::string name;
+  std::vector<std::string> sections;
+};
+
+// A linked set: the same task fed by another group of sections, with a loss weight.
+struct LinkedSet {
+  std::string name = "set0";
+  double weight = 1.0;
+  std::vector<DataBinding> inputs, targets;
+};
+
+struct TaskSpec {
+  std::string name;
+  TaskRole role = TaskRole::kTrain;
+  std::vector<std::string> input_names, target_names, output_names, nodes;
+  std::vector<LinkedSet> linked_sets;  // at least one
+  std::string loss_type;
+  double trainset_frac = 1.0;
+  int requested_utts = -1;  // evaluators: from the task section, else [evaluator]
+  int batch_size = -1;
+};
+
+// Parses a task section; `evaluator` is the [evaluator] section for the fallbacks of
+// requested_utts and batch_size (may be nullptr). Throws ConfigError naming the key.
+TaskSpec read_task_spec(const ConfigSection& section, TaskRole role,
+                        const ConfigSection* evaluator = nullptr);
+
+// Keys of the task section that no rule explains, each a message with "did you mean".
+std::vector<std::string> unknown_task_keys(const ConfigSection& section, TaskRole role);
+
+}  // namespace nabu

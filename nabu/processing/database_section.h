@@ -1,0 +1,34 @@
+// A data section of database.conf (SPEC §1.8, §2.e).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+#include "nabu/core/options.h"
+
+namespace nabu {
+
+struct DatabaseSectionOptions {
+  std::vector<std::string> datafiles;
+  bool preprocess = false;
+  std::string writer_style;
+  std::string store_dir;
+  std::string processor_config;
+  std::vector<std::string> segment_lengths{"full"};
+  std::string meanandvar_dir;
+  bool meta_info = false;
+  bool optional = false;
+  std::vector<std::string> dependencies;
+  std::string label2index_dir;
+
+  void declare(OptionsReader& r);
+  // Dependencies without the "None" placeholder.
+  std::vector<std::string> dependency_names() const;
+};
+
+// Reads a database section after globalvars substitution (throws ConfigError naming the key).
+DatabaseSectionOptions read_database_section(const ConfigSection& section,
+                                             const ConfigFile& database);
+
+}  // namespace nabu
