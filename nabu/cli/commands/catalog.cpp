@@ -2,6 +2,8 @@
 
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/processing/feature_computer.h"
+#include "nabu/processing/processor.h"
 
 namespace nabu::cli {
 
@@ -18,6 +20,8 @@ CatalogEntry entry_for(RegistryType& registry) {
 
 const std::vector<CatalogEntry>& catalog() {
   static const std::vector<CatalogEntry> entries = {
+      entry_for(processor_registry()),
+      entry_for(feature_registry()),
       entry_for(model_registry()),
       entry_for(loss_registry()),
   };

@@ -94,7 +94,7 @@ void print_usage() {
 }  // namespace
 
 // Commands that later issues fill in are defined weakly here so a missing one says so.
-__attribute__((weak)) int cmd_data(const std::vector<std::string>&) { return not_built("data"); }
+
 __attribute__((weak)) int cmd_train(const std::vector<std::string>&) { return not_built("train"); }
 __attribute__((weak)) int cmd_test(const std::vector<std::string>&) { return not_built("test"); }
 __attribute__((weak)) int cmd_sweep(const std::vector<std::string>&) { return not_built("sweep"); }

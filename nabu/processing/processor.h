@@ -1,0 +1,85 @@
+// Processors (SPEC §2.e): one list line -> one utterance of data, time first ([T, ...]), plus the
+// original's segmentation. A processor is configured by the [processor] section of its
+// processor config (feature options plus its own keys).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+#include "nabu/core/registry.h"
+#include "nabu/processing/data_list.h"
+#include "nabu/processing/feature_computer.h"
+
+namespace nabu {
+
+enum class StoredType { kFloat32, kBool, kInt32 };
+std::string stored_type_name(StoredType type);
+StoredType stored_type_from_name(const std::string& name);  // throws
+// writer_style of database.conf -> the stored type it asks for.
+StoredType stored_type_for_writer_style(const std::string& writer_style);  // throws
+
+// Global mean and standard deviation per feature dimension (mvn_type = global).
+struct MvnStatistics {
+  torch::Tensor mean, std;  // double [dim]
+  int64_t count = 0;        // observations (frames or vectors)
+  void save(const std::filesystem::path& path) const;  // atomic HDF5 file
+  static MvnStatistics load(const std::filesystem::path& path);
+};
+
+// Streaming accumulation of MvnStatistics (Chan et al.'s parallel update: one pass, exact).
+class MvnAccumulator {
+ public:
+  void add(const torch::Tensor& observations);  // [n, dim]
+  MvnStatistics finish() const;                 // population std, as numpy's
+  int64_t count() const { return count_; }
+
+ private:
+  torch::Tensor mean_, m2_;
+  int64_t count_ = 0;
+};
+
+class Processor {
+ public:
+  virtual ~Processor() = default;
+  // The whole utterance: [T, ...] (time first) for the stored processors. When `sample_rate` is
+  // given it receives the audio's sample rate.
+  virtual torch::Tensor process(const DataLine& line, int* sample_rate = nullptr) const = 0;
+  // False for processors whose output is not time-first frames (multi-signal raw audio): those
+  // are only computed on the fly (reconstruction, scoring), never stored.
+  virtual bool storable() const { return true; }
+  // The feature options, for processors that compute features (reconstruction needs the STFT
+  // settings of org_mix).
+  virtual const FeatureOptions* feature_options() const { return nullptr; }
+  virtual StoredType stored_type() const { return StoredType::kFloat32; }
+  // Dimensions after time ([dim], [dim, S], ...).
+  virtual std::vector<int64_t> nontime_dims() const = 0;
+  // Global MVN: statistics are computed from these observations of the training section.
+  virtual bool needs_statistics() const { return false; }
+  virtual torch::Tensor statistics_observations(const DataLine& line) const {
+    return torch::Tensor();
+  }
+  virtual void set_statistics(const MvnStatistics& statistics) {}
+  // The segments of one utterance for one segment length ("full" or frames), SPEC §2.e:
+  // floor(T/L) segments with the remainder dropped; shorter utterances give one zero-padded
+  // segment. Returns (segment, real length) pairs.
+  virtual std::vector<std::pair<torch::Tensor, int64_t>> segment(
+      const torch::Tensor& data, const std::string& segment_length) const;
+};
+
+using ProcessorPtr = std::shared_ptr<Processor>;
+using ProcessorRegistry = Registry<ProcessorPtr, const ConfigSection&>;
+ProcessorRegistry& processor_registry();
+
+// The processor of a processor config ([processor] section, key `processor`).
+ProcessorPtr make_processor(const ConfigFile& processor_config);
+
+// Frame-domain segmentation (time axis 0), shared by the processors.
+std::vector<std::pair<torch::Tensor, int64_t>> segment_frames(const torch::Tensor& data,
+                                                              const std::string& segment_length);
+
+}  // namespace nabu

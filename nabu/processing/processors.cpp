@@ -1,0 +1,469 @@
+// The processors of SPEC §1.9 / §2.e, each registered under the original's name.
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/core/fs.h"
+#include "nabu/core/strings.h"
+#include "nabu/processing/audio.h"
+#include "nabu/processing/processor.h"
+
+namespace nabu {
+
+ProcessorRegistry& processor_registry() {
+  static ProcessorRegistry registry("processor");
+  return registry;
+}
+
+ProcessorPtr make_processor(const ConfigFile& processor_config) {
+  const ConfigSection& section = processor_config.section("processor");
+  std::string type = section.get_string("processor");
+  if (!processor_registry().contains(type))
+    section.fail("processor", processor_registry().unknown_message(type));
+  return processor_registry().create(type, section);
+}
+
+std::string stored_type_name(StoredType type) {
+  switch (type) {
+    case StoredType::kFloat32: return "float32";
+    case StoredType::kBool: return "bool";
+    case StoredType::kInt32: return "int32";
+  }
+  return "?";
+}
+
+StoredType stored_type_from_name(const std::string& name) {
+  if (name == "float32") return StoredType::kFloat32;
+  if (name == "bool") return StoredType::kBool;
+  if (name == "int32") return StoredType::kInt32;
+  throw DataError("unknown stored type '" + name + "'");
+}
+
+StoredType stored_type_for_writer_style(const std::string& style) {
+  if (style == "numpy_float_array_as_tfrecord" || style == "float_list_as_tfrecord")
+    return StoredType::kFloat32;
+  if (style == "numpy_bool_array_as_tfrecord") return StoredType::kBool;
+  if (style == "index_list_as_tfrecord") return StoredType::kInt32;
+  throw ConfigError("unknown writer_style '" + style +
+                    "' (known: numpy_float_array_as_tfrecord, numpy_bool_array_as_tfrecord, "
+                    "float_list_as_tfrecord, index_list_as_tfrecord)");
+}
+
+std::vector<std::pair<torch::Tensor, int64_t>> segment_frames(const torch::Tensor& data,
+                                                              const std::string& segment_length) {
+  int64_t frames = data.size(0);
+  if (segment_length == "full") return {{data, frames}};
+  auto length = parse_int(segment_length);
+  if (!length || *length <= 0)
+    throw ConfigError("segment length '" + segment_length + "' is neither full nor positive");
+  int64_t count = frames / *length;
+  if (count < 1) {
+    // Shorter than one segment: zero-padded to the segment length. The real length is kept so
+    // the padding is masked like batch padding (the original reports the padded length).
+    auto shape = data.sizes().vec();
+    shape[0] = *length;
+    auto padded = torch::zeros(shape, data.options());
+    padded.slice(0, 0, frames).copy_(data);
+    return {{padded, frames}};
+  }
+  std::vector<std::pair<torch::Tensor, int64_t>> segments;
+  for (int64_t i = 0; i < count; ++i)
+    segments.emplace_back(data.slice(0, i * *length, (i + 1) * *length), *length);
+  return segments;
+}
+
+std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
+    const torch::Tensor& data, const std::string& segment_length) const {
+  return segment_frames(data, segment_length);
+}
+
+namespace {
+
+// Audio of one field group; checks the sample rate against `expected` when set.
+Audio read_checked(const std::vector<std::string>& fields, int* rate) {
+  Audio audio = read_audio_fields(fields);
+  if (rate) {
+    if (*rate != 0 && *rate != audio.sample_rate)
+      throw DataError("sample rate " + std::to_string(audio.sample_rate) + " Hz of '" + fields[0] +
+                      "' differs from " + std::to_string(*rate) + " Hz of the other sources");
+    *rate = audio.sample_rate;
+  }
+  return audio;
+}
+
+// Features of each source wav on the line (one field each), stacked on a new last axis.
+torch::Tensor source_features(const FeatureComputer& computer, const DataLine& line,
+                              int* sample_rate, std::size_t expected_sources = 0) {
+  if (expected_sources && line.fields.size() != expected_sources)
+    throw DataError("expected " + std::to_string(expected_sources) + " source files, got " +
+                    std::to_string(line.fields.size()));
+  int rate = 0;
+  std::vector<torch::Tensor> features;
+  int64_t length = -1;
+  for (const auto& path : line.fields) {
+    Audio audio = read_checked({path}, &rate);
+    if (length >= 0 && audio.samples.size(0) != length)
+      throw DataError("source '" + path + "' has " + std::to_string(audio.samples.size(0)) +
+                      " samples but the first source has " + std::to_string(length));
+    length = audio.samples.size(0);
+    features.push_back(computer.compute(audio.samples, audio.sample_rate));
+  }
+  if (sample_rate) *sample_rate = rate;
+  return torch::stack(features, -1);
+}
+
+torch::Tensor normalise(const torch::Tensor& features, const std::string& mvn_type,
+                        const MvnStatistics& statistics, double epsilon = 1e-12) {
+  if (mvn_type == "global") {
+    if (!statistics.mean.defined()) throw Error("global MVN statistics were not loaded");
+    return (features - statistics.mean) / (statistics.std + epsilon);
+  }
+  if (mvn_type == "local") {
+    auto mean = features.mean(0, true);
+    auto std = (features - mean).square().mean(0, true).sqrt();
+    return (features - mean) / (std + epsilon);
+  }
+  return features;
+}
+
+void check_mvn_type(const std::string& mvn_type) {
+  if (mvn_type != "global" && mvn_type != "local" && mvn_type != "none" && mvn_type != "None" &&
+      mvn_type != "from_files")
+    throw ConfigError("unknown mvn_type '" + mvn_type +
+                      "' (global, local, none/None or from_files)");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct SignalOptions : FeatureOptions {
+  void declare(OptionsReader& r) {
+    r.accepted("processor", "the processor type");
+    FeatureOptions::declare(r);
+  }
+};
+
+struct FeatOptions : SignalOptions {
+  std::string mvn_type = "None";
+  void declare(OptionsReader& r) {
+    SignalOptions::declare(r);
+    r("mvn_type", mvn_type,
+      "global (statistics of the training section), local (per utterance), none/None");
+  }
+};
+
+// Feature computer on one wav: audio_signal_processor, and with MVN, audio_feat_processor.
+class AudioFeatProcessor : public Processor {
+ public:
+  explicit AudioFeatProcessor(const FeatOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {
+    check_mvn_type(options.mvn_type);
+  }
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    Audio audio = read_audio_fields(line.fields);
+    if (sample_rate) *sample_rate = audio.sample_rate;
+    return normalise(computer_->compute(audio.samples, audio.sample_rate), options_.mvn_type,
+                     statistics_);
+  }
+  std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
+  bool needs_statistics() const override { return options_.mvn_type == "global"; }
+  torch::Tensor statistics_observations(const DataLine& line) const override {
+    Audio audio = read_audio_fields(line.fields);
+    return computer_->compute(audio.samples, audio.sample_rate);
+  }
+  void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }
+  const FeatureOptions* feature_options() const override { return &options_; }
+
+ protected:
+  FeatOptions options_;
+  FeatureComputerPtr computer_;
+  MvnStatistics statistics_;
+};
+
+class AudioSignalProcessor : public AudioFeatProcessor {
+ public:
+  explicit AudioSignalProcessor(const SignalOptions& options)
+      : AudioFeatProcessor(as_feat(options)) {}
+  bool storable() const override { return options_.feature != "spec"; }
+
+ private:
+  static FeatOptions as_feat(const SignalOptions& options) {
+    FeatOptions feat;
+    static_cast<SignalOptions&>(feat) = options;
+    return feat;
+  }
+};
+
+// Raw audio of every source on the line: [S, N] (org_src for scoring; never stored).
+class AudioMultiSignalProcessor : public Processor {
+ public:
+  explicit AudioMultiSignalProcessor(const SignalOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {}
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    return source_features(*computer_, line, sample_rate).squeeze(1).t().contiguous();
+  }
+  bool storable() const override { return false; }
+  std::vector<int64_t> nontime_dims() const override { return {}; }
+  const FeatureOptions* feature_options() const override { return &options_; }
+
+ private:
+  SignalOptions options_;
+  FeatureComputerPtr computer_;
+};
+
+struct OneHotOptions : SignalOptions {
+  int nrs = 2;
+  std::vector<int> spk_select;
+  void declare(OptionsReader& r) {
+    SignalOptions::declare(r);
+    r("nrs", nrs, "number of sources on each line");
+    r("spk_select", spk_select, "which sources get a target column (default: all)");
+  }
+};
+
+// Deep clustering targets: per bin, which source dominates. bool [T, F*S], column f*S+s.
+class OneHotPerFeatureTargetProcessor : public Processor {
+ public:
+  explicit OneHotPerFeatureTargetProcessor(const OneHotOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {
+    if (options_.spk_select.empty())
+      for (int s = 0; s < options_.nrs; ++s) options_.spk_select.push_back(s);
+    for (int s : options_.spk_select)
+      if (s < 0 || s >= options_.nrs)
+        throw ConfigError("spk_select value " + std::to_string(s) + " is not a source index");
+  }
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    auto features = source_features(*computer_, line, sample_rate, options_.nrs);  // [T,F,S]
+    auto winner = features.argmax(-1);
+    std::vector<torch::Tensor> columns;
+    for (int s : options_.spk_select) columns.push_back(winner == s);
+    return torch::stack(columns, -1).reshape({features.size(0), -1});  // f*S'+s
+  }
+  StoredType stored_type() const override { return StoredType::kBool; }
+  std::vector<int64_t> nontime_dims() const override {
+    return {computer_->dim() * static_cast<int64_t>(options_.spk_select.size())};
+  }
+
+  const FeatureOptions* feature_options() const override { return &options_; }
+ private:
+  OneHotOptions options_;
+  FeatureComputerPtr computer_;
+};
+
+struct ScoreLabelOptions : SignalOptions {
+  double mag_thres = 100.0;
+  void declare(OptionsReader& r) {
+    SignalOptions::declare(r);
+    r("mag_thres", mag_thres, "a bin is used when above the utterance maximum / mag_thres");
+  }
+};
+
+// usedbins: bins above max/mag_thres of the mixture (40 dB below the peak for 100).
+class ScoreLabelPerFeatureProcessor : public Processor {
+ public:
+  explicit ScoreLabelPerFeatureProcessor(const ScoreLabelOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {
+    if (options.mag_thres <= 0) throw ConfigError("mag_thres must be positive");
+  }
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    Audio audio = read_audio_fields(line.fields);
+    if (sample_rate) *sample_rate = audio.sample_rate;
+    auto features = computer_->compute(audio.samples, audio.sample_rate);
+    auto used = features > features.max() / options_.mag_thres;
+    if (used.to(torch::kFloat64).mean().item<double>() < 0.01)
+      spdlog::warn("{}: utterance '{}': less than 1% of the time-frequency bins are active",
+                   line.origin, line.utterance);
+    return used;
+  }
+  StoredType stored_type() const override { return StoredType::kBool; }
+  std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
+
+  const FeatureOptions* feature_options() const override { return &options_; }
+ private:
+  ScoreLabelOptions options_;
+  FeatureComputerPtr computer_;
+};
+
+struct MultiTargetOptions : FeatOptions {
+  int nrs = 2;
+  void declare(OptionsReader& r) {
+    FeatOptions::declare(r);
+    r("nrs", nrs, "number of sources on each line");
+  }
+};
+
+// PIT / DANet targets: the feature of every source, [T, F, S].
+class MultiTargetProcessor : public Processor {
+ public:
+  explicit MultiTargetProcessor(const MultiTargetOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {
+    check_mvn_type(options.mvn_type);
+  }
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    auto features = source_features(*computer_, line, sample_rate, options_.nrs);  // [T,F,S]
+    if (options_.mvn_type == "None" || options_.mvn_type == "none") return features;
+    // Normalised per source, as the original (statistics over all sources' frames).
+    return normalise(features.permute({2, 0, 1}), options_.mvn_type, statistics_)
+        .permute({1, 2, 0})
+        .contiguous();
+  }
+  std::vector<int64_t> nontime_dims() const override { return {computer_->dim(), options_.nrs}; }
+  bool needs_statistics() const override { return options_.mvn_type == "global"; }
+  torch::Tensor statistics_observations(const DataLine& line) const override {
+    auto features = source_features(*computer_, line, nullptr, options_.nrs);
+    return features.permute({2, 0, 1}).reshape({-1, features.size(1)});
+  }
+  void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }
+
+  const FeatureOptions* feature_options() const override { return &options_; }
+ private:
+  MultiTargetOptions options_;
+  FeatureComputerPtr computer_;
+  MvnStatistics statistics_;
+};
+
+struct MatrixOptions : FeatOptions {
+  int nrcol = 10;
+  int nrs = 2;
+  void declare(OptionsReader& r) {
+    FeatOptions::declare(r);
+    r("nrcol", nrcol, "values per matrix row");
+    r("nrs", nrs, "matrix rows (speakers)");
+  }
+};
+
+// i-vector inputs: line "audio.wav matrixfile"; the matrix (rows separated by ',', values by
+// spaces) flattened to one vector per segment, segments counted on the audio's frames.
+class Matrix2VectorProcessor : public Processor {
+ public:
+  explicit Matrix2VectorProcessor(const MatrixOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {
+    check_mvn_type(options.mvn_type);
+  }
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    if (line.fields.size() != 2)
+      throw DataError("expected 'audio.wav matrixfile', got " + std::to_string(line.fields.size()) +
+                      " fields");
+    auto vector = read_vector(line.fields[1]);
+    if (options_.mvn_type == "global") vector = normalise(vector, "global", statistics_, 0.0);
+    Audio audio = read_audio(line.fields[0]);
+    if (sample_rate) *sample_rate = audio.sample_rate;
+    int64_t frames = computer_->compute(audio.samples, audio.sample_rate).size(0);
+    // One row per frame so that segment() can count segments like the audio's.
+    return vector.to(torch::kFloat32).unsqueeze(0).expand({frames, vector.size(0)}).contiguous();
+  }
+  std::vector<std::pair<torch::Tensor, int64_t>> segment(
+      const torch::Tensor& data, const std::string& segment_length) const override {
+    auto vector = data.slice(0, 0, 1).clone();  // [1, dim]
+    std::size_t count = 1;
+    if (segment_length != "full")
+      count = std::max<int64_t>(1, data.size(0) / *parse_int(segment_length));
+    return std::vector<std::pair<torch::Tensor, int64_t>>(count, {vector, 1});
+  }
+  std::vector<int64_t> nontime_dims() const override {
+    return {static_cast<int64_t>(options_.nrs) * options_.nrcol};
+  }
+  bool needs_statistics() const override { return options_.mvn_type == "global"; }
+  torch::Tensor statistics_observations(const DataLine& line) const override {
+    return read_vector(line.fields.back()).unsqueeze(0);
+  }
+  void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }
+
+  const FeatureOptions* feature_options() const override { return &options_; }
+ private:
+  torch::Tensor read_vector(const std::string& path) const {
+    std::string text;
+    try {
+      text = trim(read_file(path));
+    } catch (const Error&) {
+      throw DataError("cannot read matrix file '" + path + "'");
+    }
+    std::vector<double> values;
+    auto rows = split(text, ',');
+    if (static_cast<int>(rows.size()) != options_.nrs)
+      throw DataError("matrix file '" + path + "' has " + std::to_string(rows.size()) +
+                      " rows; nrs = " + std::to_string(options_.nrs));
+    for (const auto& row : rows) {
+      auto tokens = split_whitespace(row);
+      if (static_cast<int>(tokens.size()) != options_.nrcol)
+        throw DataError("matrix file '" + path + "' has a row of " +
+                        std::to_string(tokens.size()) + " values; nrcol = " +
+                        std::to_string(options_.nrcol));
+      for (const auto& token : tokens) {
+        auto value = parse_double(token);
+        if (!value) throw DataError("matrix file '" + path + "': '" + token + "' is not a number");
+        values.push_back(*value);
+      }
+    }
+    return torch::tensor(values, torch::kFloat64);
+  }
+  MatrixOptions options_;
+  FeatureComputerPtr computer_;
+  MvnStatistics statistics_;
+};
+
+// Ideal ratio mask of the summed speech sources against a reference (noise) signal:
+// sqrt(P_speech / (P_speech + P_ref + 1e-48)); line: speech wavs..., reference wav.
+class IdealRatioProcessor : public Processor {
+ public:
+  explicit IdealRatioProcessor(const SignalOptions& options)
+      : options_(options), computer_(make_feature_computer(options)) {}
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    if (line.fields.size() < 2)
+      throw DataError("expected speech wavs followed by one reference wav");
+    int rate = 0;
+    torch::Tensor speech;
+    for (std::size_t i = 0; i + 1 < line.fields.size(); ++i) {
+      Audio audio = read_checked({line.fields[i]}, &rate);
+      if (speech.defined() && speech.size(0) != audio.samples.size(0))
+        throw DataError("speech sources differ in length ('" + line.fields[i] + "')");
+      speech = speech.defined() ? speech + audio.samples : audio.samples;
+    }
+    Audio reference = read_checked({line.fields.back()}, &rate);
+    if (sample_rate) *sample_rate = rate;
+    auto speech_power = computer_->compute(speech, rate);
+    auto reference_power = computer_->compute(reference.samples, rate);
+    if (speech_power.sizes() != reference_power.sizes())
+      throw DataError("reference '" + line.fields.back() + "' differs in length from the speech");
+    return (speech_power / (speech_power + reference_power + 1e-48)).sqrt();
+  }
+  std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
+
+  const FeatureOptions* feature_options() const override { return &options_; }
+ private:
+  SignalOptions options_;
+  FeatureComputerPtr computer_;
+};
+
+template <class ProcessorType, class Options>
+ProcessorPtr make(const ConfigSection& section) {
+  return std::make_shared<ProcessorType>(
+      read_options<Options>(section, "processor " + section.get_string("processor")));
+}
+
+}  // namespace
+
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "audio_feat_processor",
+                           (make<AudioFeatProcessor, FeatOptions>), FeatOptions,
+                           "features of one wav with mean/variance normalisation")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "audio_signal_processor",
+                           (make<AudioSignalProcessor, SignalOptions>), SignalOptions,
+                           "features of one wav (e.g. the complex spec of the mixture)")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "audio_multi_signal_processor",
+                           (make<AudioMultiSignalProcessor, SignalOptions>), SignalOptions,
+                           "raw audio of every source, for scoring (not stored)")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "onehotperfeature_target_processor",
+                           (make<OneHotPerFeatureTargetProcessor, OneHotOptions>), OneHotOptions,
+                           "deep clustering targets: dominant source per bin, bool [T, F*S]")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "scorelabelperfeature_processor",
+                           (make<ScoreLabelPerFeatureProcessor, ScoreLabelOptions>),
+                           ScoreLabelOptions, "usedbins: bins above max/mag_thres, bool [T, F]")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "multi_target_processor",
+                           (make<MultiTargetProcessor, MultiTargetOptions>), MultiTargetOptions,
+                           "features of every source, [T, F, S] (PIT, DANet)")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "matrix2vector_processor",
+                           (make<Matrix2VectorProcessor, MatrixOptions>), MatrixOptions,
+                           "a matrix file flattened to one vector per segment (i-vectors)")
+NABU_REGISTER_WITH_OPTIONS(processor_registry, "ideal_ratio_processor",
+                           (make<IdealRatioProcessor, SignalOptions>), SignalOptions,
+                           "ideal ratio mask of the speech sources against a reference")
+
+}  // namespace nabu

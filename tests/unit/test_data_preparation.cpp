@@ -1,0 +1,179 @@
+// `nabu data`: section order, completeness/resume, and errors naming section and utterance.
+#include <gtest/gtest.h>
+#include <sndfile.h>
+
+#include <cmath>
+#include <random>
+
+#include "nabu/core/error.h"
+#include "nabu/core/recipe.h"
+#include "nabu/processing/data_preparation.h"
+#include "nabu/processing/store.h"
+#include "test_helpers.h"
+
+using namespace nabu;
+using nabu::testing::run_nabu;
+using nabu::testing::TempDir;
+using nabu::testing::write_text;
+
+namespace {
+
+void write_noise_wav(const std::filesystem::path& path, int length, unsigned seed, int rate = 8000) {
+  std::filesystem::create_directories(path.parent_path());
+  std::mt19937 generator(seed);
+  std::normal_distribution<double> normal(0.0, 3000.0);
+  std::vector<short> pcm(length);
+  for (auto& x : pcm) x = static_cast<short>(std::max(-32000.0, std::min(32000.0, normal(generator))));
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  sf_writef_short(file, pcm.data(), pcm.size());
+  sf_close(file);
+}
+
+// A small corpus and recipe in `root` (paths relative to root, which is the working directory).
+void make_mini_recipe(const std::filesystem::path& root, int utterances = 6) {
+  std::string mix, sources;
+  for (int i = 0; i < utterances; ++i) {
+    std::string name = "utt" + std::to_string(i);
+    int length = 3000 + 700 * i;
+    write_noise_wav(root / "wav" / (name + "_mix.wav"), length, 3 * i);
+    write_noise_wav(root / "wav" / (name + "_s1.wav"), length, 3 * i + 1);
+    write_noise_wav(root / "wav" / (name + "_s2.wav"), length, 3 * i + 2);
+    mix += name + " wav/" + name + "_mix.wav\n";
+    sources += name + " wav/" + name + "_s1.wav wav/" + name + "_s2.wav\n";
+  }
+  write_text(root / "lists/mix.scp", mix);
+  write_text(root / "lists/sources.scp", sources);
+  auto recipe = root / "recipe";
+  write_text(recipe / "feature_processor.cfg",
+             "[processor]\nprocessor = audio_feat_processor\nfeature = logspec\nmvn_type = global\n");
+  write_text(recipe / "target_processor.cfg",
+             "[processor]\nprocessor = onehotperfeature_target_processor\nnrs = 2\n"
+             "feature = magspec\n");
+  // Deliberately listed before the section that computes its statistics.
+  write_text(recipe / "database.conf",
+             "[globalvars]\nsegment_lengths = 20 full\nmeanandvar_dir = stores/trainspec\n"
+             "[devspec]\ndatafiles = lists/mix.scp\npreprocess = True\n"
+             "writer_style = numpy_float_array_as_tfrecord\nstore_dir = stores/devspec\n"
+             "meanandvar_dir = globalvars\nprocessor_config = feature_processor.cfg\n"
+             "segment_lengths = full\ndependencies = None\n"
+             "[trainspec]\ndatafiles = lists/mix.scp\npreprocess = True\n"
+             "writer_style = numpy_float_array_as_tfrecord\nstore_dir = stores/trainspec\n"
+             "meanandvar_dir = globalvars\nprocessor_config = feature_processor.cfg\n"
+             "segment_lengths = globalvars\n"
+             "[traintargets]\ndatafiles = lists/sources.scp\npreprocess = True\n"
+             "writer_style = numpy_bool_array_as_tfrecord\nstore_dir = stores/traintargets\n"
+             "processor_config = target_processor.cfg\nsegment_lengths = globalvars\n"
+             "[testorgmix]\ndatafiles = lists/mix.scp\npreprocess = False\n"
+             "processor_config = feature_processor.cfg\n");
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(DataPreparationOrder, StatisticsProducerFirstWhateverTheFileOrder) {
+  auto database = ConfigFile::parse(
+      "[globalvars]\nmeanandvar_dir = s/train\n"
+      "[test]\ndatafiles = x\npreprocess = True\nstore_dir = s/test\nmeanandvar_dir = globalvars\n"
+      "processor_config = p\ndependencies = targets\n"
+      "[train]\ndatafiles = x\npreprocess = True\nstore_dir = s/train/\nmeanandvar_dir = globalvars\n"
+      "processor_config = p\n"
+      "[targets]\ndatafiles = x\npreprocess = True\nstore_dir = s/t\nprocessor_config = p\n"
+      "[skipped]\ndatafiles = x\npreprocess = False\n",
+      "database.conf");
+  EXPECT_EQ(preparation_order(database), (std::vector<std::string>{"train", "targets", "test"}));
+}
+
+TEST(DataPreparationOrder, CyclesAndMissingDependenciesAreErrors) {
+  auto cycle = ConfigFile::parse(
+      "[a]\ndatafiles = x\npreprocess = True\nstore_dir = a\nprocessor_config = p\ndependencies = b\n"
+      "[b]\ndatafiles = x\npreprocess = True\nstore_dir = b\nprocessor_config = p\ndependencies = a\n",
+      "database.conf");
+  EXPECT_NE(error_of([&] { preparation_order(cycle); }).find("dependency cycle between sections a, b"),
+            std::string::npos);
+  auto missing = ConfigFile::parse(
+      "[a]\ndatafiles = x\npreprocess = True\nstore_dir = a\nprocessor_config = p\n"
+      "dependencies = trainspek\n[trainspec]\ndatafiles = x\n",
+      "database.conf");
+  EXPECT_NE(error_of([&] { preparation_order(missing); }).find("did you mean 'trainspec'"),
+            std::string::npos);
+}
+
+TEST(DataPreparationRun, PreparesResumesAndSkipsCompleteSections) {
+  TempDir dir;
+  make_mini_recipe(dir.path());
+  auto first = run_nabu("data --recipe=recipe --expdir=exp --threads=2", dir.path());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("order: trainspec, devspec, traintargets"), std::string::npos)
+      << first.output;
+  StoreReader features(store_path(dir / "stores/trainspec", "20"));
+  StoreReader full(store_path(dir / "stores/trainspec", "full"));
+  EXPECT_EQ(full.size(), 6);
+  EXPECT_EQ(features.name(0), "utt0_part0");
+  // Every 20-frame segment of every utterance: floor(T/20) each.
+  int64_t expected_segments = 0;
+  for (int64_t i = 0; i < full.size(); ++i) expected_segments += std::max<int64_t>(1, full.length(i) / 20);
+  EXPECT_EQ(features.size(), expected_segments);
+  // Global MVN over the training section: normalised features have mean ~0 per dimension.
+  torch::Tensor all;
+  for (int64_t i = 0; i < full.size(); ++i)
+    all = all.defined() ? torch::cat({all, full.read(i)}) : full.read(i);
+  EXPECT_LT(all.mean(0).abs().max().item<float>(), 1e-3);
+  EXPECT_TRUE(std::filesystem::exists(dir / "exp/data/trainspec/processor.cfg"));
+
+  // A second run does nothing.
+  auto second = run_nabu("data --recipe=recipe --expdir=exp", dir.path());
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("0 section(s) prepared, 3 already complete"), std::string::npos)
+      << second.output;
+
+  // A lost store (as after a kill) is rebuilt identically; the others are kept.
+  auto before = StoreReader(store_path(dir / "stores/traintargets", "20")).read(3);
+  std::filesystem::remove(store_path(dir / "stores/traintargets", "20"));
+  auto third = run_nabu("data --recipe=recipe --expdir=exp", dir.path());
+  ASSERT_EQ(third.exit_code, 0) << third.output;
+  EXPECT_NE(third.output.find("1 section(s) prepared, 2 already complete"), std::string::npos);
+  EXPECT_TRUE(torch::equal(before, StoreReader(store_path(dir / "stores/traintargets", "20")).read(3)));
+
+  // A changed processor config must not silently reuse the old stores.
+  auto changed = run_nabu(
+      "data --recipe=recipe --expdir=exp --set target_processor.cfg:processor:nfft=512", dir.path());
+  EXPECT_EQ(changed.exit_code, 1);
+  EXPECT_NE(changed.output.find("another processor config"), std::string::npos) << changed.output;
+}
+
+TEST(DataPreparationRun, ErrorsNameSectionAndUtterance) {
+  TempDir dir;
+  make_mini_recipe(dir.path(), 3);
+  write_text(dir / "wav/utt1_s2.wav", "garbage");
+  auto result = run_nabu("data --recipe=recipe --expdir=exp", dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("[traintargets] utterance 'utt1' (lists/sources.scp:2)"),
+            std::string::npos)
+      << result.output;
+  EXPECT_FALSE(std::filesystem::exists(store_path(dir / "stores/traintargets", "20")));
+  // Nothing half-written is left next to the stores.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "stores"))
+    EXPECT_EQ(entry.path().string().find(".tmp."), std::string::npos) << entry.path();
+
+  write_text(dir / "recipe/database.conf",
+             "[trainspec]\ndatafiles = lists/mix.scp\npreprocess = True\n"
+             "writer_style = numpy_float_array_as_tfrecord\nstore_dir = stores/x\n"
+             "processor_config = /nowhere/missing_processor.cfg\n");
+  result = run_nabu("data --recipe=recipe --expdir=exp", dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("[trainspec] processor_config"), std::string::npos) << result.output;
+  // Found before any work starts: the error is the only output.
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+}
