@@ -1,0 +1,74 @@
+// The examples of one task (one linked set): every input and target name joined by example
+// name across the HDF5 stores of its database sections (SPEC §2.e get_filenames): several
+// sections for one name concatenate datasets, an example must be present under every name, and
+// the order is the first input's.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/processing/store.h"
+
+namespace nabu {
+
+// Opened stores shared by every pipeline of a run (one HDF5 handle per file).
+class StoreCache {
+ public:
+  std::shared_ptr<StoreReader> open(const std::filesystem::path& path);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<StoreReader>> readers_;
+};
+
+// A zero-padded batch: [B, T_max(name), ...] per name and the real lengths per name.
+struct Batch {
+  std::map<std::string, torch::Tensor> data;
+  std::map<std::string, torch::Tensor> lengths;  // int64 [B]
+  std::vector<std::string> names;                // example names
+  int64_t real_frames = 0, padded_frames = 0;    // of the first data name
+  int64_t size() const { return static_cast<int64_t>(names.size()); }
+};
+
+class ExampleSet {
+ public:
+  // `segment_length` selects the store of every section ("100", "full", ...).
+  ExampleSet(const std::vector<DataBinding>& inputs, const std::vector<DataBinding>& targets,
+             const ConfigFile& database, const std::string& segment_length, StoreCache& stores,
+             const std::string& what);
+
+  int64_t size() const { return static_cast<int64_t>(examples_.size()); }
+  const std::vector<std::string>& data_names() const { return data_names_; }
+  const std::string& example_name(int64_t index) const { return examples_.at(index).name; }
+  // Length (frames) of the first input of an example: what bucketing sorts on.
+  int64_t length(int64_t index) const { return examples_.at(index).length; }
+  std::vector<int64_t> lengths() const;
+  int64_t skipped() const { return skipped_; }
+  // Keeps only the first `count` examples (trainset_frac, requested_utts).
+  void truncate(int64_t count);
+  // Reads and pads the examples `indices`; errors name the store and the example.
+  Batch load(const std::vector<int64_t>& indices) const;
+
+ private:
+  struct Part {
+    int store;  // index into stores_
+    int64_t row;
+  };
+  struct Example {
+    std::string name;
+    int64_t length;
+    std::vector<Part> parts;  // one per data name
+  };
+  std::vector<std::string> data_names_;
+  std::vector<std::shared_ptr<StoreReader>> stores_;
+  std::vector<Example> examples_;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace nabu

@@ -1,0 +1,82 @@
+#include "nabu/pipeline/input_pipeline.h"
+
+#include "nabu/core/error.h"
+
+namespace nabu {
+
+InputPipeline::InputPipeline(std::shared_ptr<const ExampleSet> examples, BatchPlanOptions plan,
+                             bool cycle, int prefetch, PipelinePosition start)
+    : examples_(std::move(examples)), plan_(plan), cycle_(cycle),
+      capacity_(static_cast<std::size_t>(std::max(1, prefetch))), position_(start) {
+  batches_per_epoch_ = static_cast<int64_t>(plan_epoch(examples_->lengths(), plan_, 0).size());
+  if (batches_per_epoch_ == 0) throw DataError("the data gives no batch");
+  start_loader();
+}
+
+InputPipeline::~InputPipeline() { stop_loader(); }
+
+void InputPipeline::start_loader() {
+  queue_.clear();
+  finished_ = stop_ = false;
+  failure_ = nullptr;
+  thread_ = std::thread([this, from = position_] { loader(from); });
+}
+
+void InputPipeline::stop_loader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void InputPipeline::seek(PipelinePosition position) {
+  stop_loader();
+  position_ = position;
+  start_loader();
+}
+
+void InputPipeline::loader(PipelinePosition from) {
+  try {
+    const auto lengths = examples_->lengths();
+    for (int64_t epoch = from.epoch;; ++epoch) {
+      if (!cycle_ && epoch > 0) break;
+      auto batches = plan_epoch(lengths, plan_, epoch);
+      for (int64_t b = epoch == from.epoch ? from.batch : 0;
+           b < static_cast<int64_t>(batches.size()); ++b) {
+        Batch batch = examples_->load(batches[b]);
+        PipelinePosition after = b + 1 < static_cast<int64_t>(batches.size())
+                                     ? PipelinePosition{epoch, b + 1}
+                                     : PipelinePosition{epoch + 1, 0};
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stop_ || queue_.size() < capacity_; });
+        if (stop_) return;
+        queue_.emplace_back(std::move(batch), after);
+        changed_.notify_all();
+      }
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure_ = std::current_exception();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_ = true;
+  changed_.notify_all();
+}
+
+std::optional<Batch> InputPipeline::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !queue_.empty() || finished_; });
+  if (queue_.empty()) {
+    if (failure_) std::rethrow_exception(failure_);
+    return std::nullopt;
+  }
+  auto [batch, after] = std::move(queue_.front());
+  queue_.pop_front();
+  position_ = after;
+  changed_.notify_all();
+  return std::move(batch);
+}
+
+}  // namespace nabu
