@@ -1,0 +1,262 @@
+// dblstm, dlstm, dbrnn, dbgru and the leaky LSTMs against step-by-step references written here,
+// plus the length contract (padding never leaks, padded outputs are zero).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nabu/core/error.h"
+#include "test_model_helpers.h"
+
+namespace nabu::testing {
+namespace {
+
+using Params = std::map<std::string, torch::Tensor>;
+
+torch::Tensor reverse_frames(const torch::Tensor& x) { return x.flip({0}); }
+
+// LibTorch's LSTM equations (gate rows i, f, g, o), one utterance x [T, D].
+torch::Tensor fused_lstm_reference(const torch::Tensor& x, const Params& p,
+                                   const std::string& suffix) {
+  auto w_ih = p.at("weight_ih_l0" + suffix), w_hh = p.at("weight_hh_l0" + suffix);
+  auto b = p.at("bias_ih_l0" + suffix) + p.at("bias_hh_l0" + suffix);
+  const int64_t units = w_hh.size(1);
+  auto h = torch::zeros({units}), c = torch::zeros({units});
+  std::vector<torch::Tensor> out;
+  for (int64_t t = 0; t < x.size(0); ++t) {
+    auto g = torch::mv(w_ih, x[t]) + torch::mv(w_hh, h) + b;
+    auto i = torch::sigmoid(g.narrow(0, 0, units)), f = torch::sigmoid(g.narrow(0, units, units));
+    auto candidate = torch::tanh(g.narrow(0, 2 * units, units));
+    auto o = torch::sigmoid(g.narrow(0, 3 * units, units));
+    c = f * c + i * candidate;
+    h = o * torch::tanh(c);
+    out.push_back(h);
+  }
+  return torch::stack(out);
+}
+
+// The original's TensorFlow cells (gate columns i, j, f, o; forget bias 1), one direction over
+// x [T, D]. variant: "full", "iz" (i and j from x only) or "none" (no gate sees h).
+struct CellSpec {
+  std::string variant = "full";
+  bool layer_norm = false;
+  std::string activation = "tanh";
+  double leak = 1.0;
+};
+
+torch::Tensor act(const std::string& name, const torch::Tensor& v) {
+  if (name == "relu") return torch::relu(v);
+  if (name == "sigmoid") return torch::sigmoid(v);
+  return torch::tanh(v);
+}
+
+torch::Tensor layer_norm_reference(const torch::Tensor& v, const torch::Tensor& gamma,
+                                   const torch::Tensor& beta) {
+  double mean = v.mean().item<double>();
+  double variance = ((v - mean) * (v - mean)).mean().item<double>();
+  return (v - mean) / std::sqrt(variance + 1e-12) * gamma + beta;
+}
+
+torch::Tensor cell_reference(const torch::Tensor& x, const Params& p, const std::string& prefix,
+                             const CellSpec& spec) {
+  auto kx = p.at(prefix + ".kernel_x");
+  const int64_t units = kx.size(1) / 4;
+  auto h = torch::zeros({units}), c = torch::zeros({units});
+  auto ln = [&](const torch::Tensor& v, const std::string& name) {
+    return spec.layer_norm ? layer_norm_reference(v, p.at(prefix + ".ln_" + name + "_gamma"),
+                                                  p.at(prefix + ".ln_" + name + "_beta"))
+                           : v;
+  };
+  std::vector<torch::Tensor> out;
+  for (int64_t t = 0; t < x.size(0); ++t) {
+    auto z = torch::matmul(x[t], kx);
+    if (!spec.layer_norm) z = z + p.at(prefix + ".bias");
+    if (spec.variant == "full") z = z + torch::matmul(h, p.at(prefix + ".kernel_h"));
+    if (spec.variant == "iz")
+      z = torch::cat({z.narrow(0, 0, 2 * units),
+                      z.narrow(0, 2 * units, 2 * units) + torch::matmul(h, p.at(prefix + ".kernel_h"))});
+    auto i = ln(z.narrow(0, 0, units), "input"), j = ln(z.narrow(0, units, units), "transform");
+    auto f = ln(z.narrow(0, 2 * units, units), "forget");
+    auto o = ln(z.narrow(0, 3 * units, units), "output");
+    auto new_c = c * torch::sigmoid(f + 1.0) + torch::sigmoid(i) * act(spec.activation, j);
+    new_c = ln(new_c, "state");
+    h = act(spec.activation, new_c) * torch::sigmoid(o);
+    out.push_back(h);
+    c = new_c * spec.leak;
+  }
+  return torch::stack(out);
+}
+
+// A bidirectional stack of reference cells over one utterance.
+torch::Tensor stack_reference(torch::Tensor x, const Params& p, int layers, const CellSpec& spec) {
+  for (int l = 0; l < layers; ++l) {
+    std::string prefix = "layer" + std::to_string(l);
+    auto forward = cell_reference(x, p, prefix + "_fw", spec);
+    auto backward = reverse_frames(cell_reference(reverse_frames(x), p, prefix + "_bw", spec));
+    x = torch::cat({forward, backward}, -1);
+  }
+  return x;
+}
+
+TEST(ModelRecurrent, DblstmMatchesLstmEquationsOnEveryUtterance) {
+  torch::manual_seed(11);
+  auto model = make_model_from(
+      "architecture = dblstm\nnum_layers = 2\nnum_units = 5\nfac_per_layer = 0.8\n"
+      "input_noise = 0.2\ndropout = 1.0\nrecurrent_dropout = 1.0\nlayer_norm = False\n");
+  std::vector<int64_t> lengths{7, 3, 5};
+  auto x = padded_batch(lengths, 4);
+  auto y = model->run({x}, lengths_of(lengths), false);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, 8}));  // ceil(5 * 0.8) = 4 units per direction
+  auto all = parameters_by_name(*model);
+  for (std::size_t b = 0; b < lengths.size(); ++b) {
+    auto h = x[b].narrow(0, 0, lengths[b]);
+    for (int l = 0; l < 2; ++l) {
+      Params p;
+      std::string prefix = "layer" + std::to_string(l) + ".";
+      for (const auto& [name, tensor] : all)
+        if (name.rfind(prefix, 0) == 0) p[name.substr(prefix.size())] = tensor;
+      auto forward = fused_lstm_reference(h, p, "");
+      auto backward = reverse_frames(fused_lstm_reference(reverse_frames(h), p, "_reverse"));
+      h = torch::cat({forward, backward}, -1);
+    }
+    EXPECT_LT(max_difference(y[b].narrow(0, 0, lengths[b]), h), 1e-5) << "utterance " << b;
+    if (lengths[b] < 7) {
+      EXPECT_EQ(y[b].narrow(0, lengths[b], 7 - lengths[b]).abs().max().item<double>(), 0.0);
+    }
+  }
+}
+
+TEST(ModelRecurrent, CellVariantsOfDblstmMatchTheTensorflowCell) {
+  torch::manual_seed(12);
+  auto model = make_model_from(
+      "architecture = dblstm\nnum_layers = 2\nnum_units = 4\nlayer_norm = True\n"
+      "activation_fn = relu\nrecurrent_dropout = 0.5\n");
+  std::vector<int64_t> lengths{6, 2};
+  auto x = padded_batch(lengths, 3);
+  auto y = model->run({x}, lengths_of(lengths), false);  // recurrent dropout: training only
+  auto p = parameters_by_name(*model);
+  CellSpec spec;
+  spec.layer_norm = true;
+  spec.activation = "relu";
+  for (std::size_t b = 0; b < lengths.size(); ++b)
+    EXPECT_LT(max_difference(y[b].narrow(0, 0, lengths[b]),
+                             stack_reference(x[b].narrow(0, 0, lengths[b]), p, 2, spec)),
+              1e-4);
+  expect_padding_invariant(*model, x, lengths);
+  expect_gradients_everywhere(*model, {x}, lengths_of(lengths));
+}
+
+struct LeakyCase {
+  std::string architecture, variant;
+};
+
+TEST(ModelRecurrent, LeakyCellsMatchStepByStepReference) {
+  for (const LeakyCase& c : {LeakyCase{"leaky_dblstm", "full"},
+                             LeakyCase{"leaky_dblstm_notrec", "none"},
+                             LeakyCase{"leaky_dblstm_iznotrec", "iz"}}) {
+    for (bool layer_norm : {false, true}) {
+      SCOPED_TRACE(c.architecture + (layer_norm ? " with layer norm" : ""));
+      torch::manual_seed(13);
+      auto model = make_model_from("architecture = " + c.architecture +
+                                   "\nnum_layers = 2\nnum_units = 4\nleak_factor = 0.5\n"
+                                   "layer_norm = " + (layer_norm ? "True" : "False") +
+                                   "\ninput_noise = 0.2\ndropout = 1.0\nrecurrent_dropout = 1.0\n");
+      std::vector<int64_t> lengths{5, 8, 1};
+      auto x = padded_batch(lengths, 3);
+      auto y = model->run({x}, lengths_of(lengths), false);
+      ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 8, 8}));
+      auto p = parameters_by_name(*model);
+      CellSpec spec;
+      spec.variant = c.variant;
+      spec.leak = 0.5;
+      spec.layer_norm = layer_norm;
+      for (std::size_t b = 0; b < lengths.size(); ++b)
+        EXPECT_LT(max_difference(y[b].narrow(0, 0, lengths[b]),
+                                 stack_reference(x[b].narrow(0, 0, lengths[b]), p, 2, spec)),
+                  1e-4)
+            << "utterance " << b;
+      if (c.variant == "none") {
+        EXPECT_EQ(p.count("layer0_fw.kernel_h"), 0u);
+      }
+      if (c.variant == "iz") {
+        EXPECT_EQ(p.at("layer0_fw.kernel_h").sizes(), (std::vector<int64_t>{4, 8}));
+      }
+      expect_padding_invariant(*model, x, lengths);
+      expect_gradients_everywhere(*model, {x}, lengths_of(lengths));
+    }
+  }
+}
+
+TEST(ModelRecurrent, EveryRecurrentArchitectureIgnoresPadding) {
+  const std::vector<std::string> bodies = {
+      "architecture = dblstm\nnum_layers = 2\nnum_units = 5\n",
+      "architecture = dblstm\nnum_layers = 2\nnum_units = 4\nseparate_directions = True\n",
+      "architecture = dlstm\nnum_layers = 2\nnum_units = 5\n",
+      "architecture = dlstm\nnum_layers = 1\nnum_units = 5\nlayer_norm = True\n",
+      "architecture = dbrnn\nnum_layers = 2\nnum_units = 5\n",
+      "architecture = dbrnn\nnum_layers = 1\nnum_units = 5\nactivation_fn = relu\n",
+      "architecture = dbgru\nnum_layers = 2\nnum_units = 5\n",
+  };
+  for (const auto& body : bodies) {
+    SCOPED_TRACE(body);
+    torch::manual_seed(14);
+    auto model = make_model_from(body);
+    std::vector<int64_t> lengths{9, 4, 6, 1};
+    auto x = padded_batch(lengths, 3, 10);  // one frame longer than the longest utterance
+    expect_padding_invariant(*model, x, lengths);
+    expect_gradients_everywhere(*model, {x}, lengths_of(lengths));
+  }
+}
+
+TEST(ModelRecurrent, ZeroLengthUtteranceGivesZeros) {
+  torch::manual_seed(15);
+  auto model = make_model_from("architecture = dblstm\nnum_layers = 1\nnum_units = 3\n");
+  auto y = model->run({torch::randn({2, 4, 2})}, lengths_of({4, 0}), false);
+  EXPECT_EQ(y[1].abs().max().item<double>(), 0.0);
+  EXPECT_THROW(model->run({torch::randn({2, 4, 2})}, lengths_of({5, 1}), false), Error);
+  EXPECT_THROW(model->run({torch::randn({2, 4, 2})}, lengths_of({4}), false), Error);
+}
+
+TEST(ModelRecurrent, DropoutAndNoiseOnlyInTraining) {
+  torch::manual_seed(16);
+  for (const std::string body :
+       {"architecture = dblstm\nnum_layers = 2\nnum_units = 6\ndropout = 0.5\n",
+        "architecture = dblstm\nnum_layers = 1\nnum_units = 6\ninput_noise = 0.5\n",
+        "architecture = dblstm\nnum_layers = 1\nnum_units = 6\nrecurrent_dropout = 0.5\n",
+        "architecture = leaky_dblstm\nnum_layers = 1\nnum_units = 6\ndropout = 0.5\n"
+        "leak_factor = 0.9\n"}) {
+    SCOPED_TRACE(body);
+    auto model = make_model_from(body);
+    auto x = torch::randn({2, 5, 3});
+    auto eval = model->run({x}, lengths_of({5, 4}), false);
+    EXPECT_TRUE(torch::equal(eval, model->run({x}, lengths_of({5, 4}), false)));
+    EXPECT_GT(max_difference(model->run({x}, lengths_of({5, 4}), true), eval), 1e-3);
+  }
+}
+
+TEST(ModelRecurrent, TrainableFalseFreezesEveryLayer) {
+  torch::manual_seed(17);
+  auto model = make_model_from(
+      "architecture = dblstm\nnum_layers = 2\nnum_units = 3\ntrainable = False\n");
+  auto x = torch::randn({1, 3, 2}, torch::requires_grad());
+  model->run({x}, lengths_of({3}), true).sum().backward();
+  ASSERT_FALSE(model->parameters().empty());
+  for (const auto& parameter : model->parameters()) EXPECT_FALSE(parameter.grad().defined());
+  EXPECT_TRUE(x.grad().defined());
+}
+
+TEST(ModelRecurrent, RejectsWrongShapesAndKeys) {
+  auto model = make_model_from("architecture = dblstm\nnum_layers = 1\nnum_units = 3\n");
+  EXPECT_THROW(model->run({torch::randn({1, 3, 2, 2})}, {}, false), Error);
+  EXPECT_THROW(make_model_from("architecture = dblstm\nnum_units = 3\nactivation_fn = elu\n"),
+               ConfigError);
+  EXPECT_THROW(make_model_from("architecture = dbgru\nnum_units = 3\nactivation_fn = relu\n"),
+               ConfigError);
+  EXPECT_THROW(make_model_from("architecture = dblstm\nnum_units = 3\nnum_layer = 2\n"),
+               ConfigError);
+  auto identity = make_model_from("architecture = dblstm\nnum_layers = 0\nnum_units = 3\n");
+  auto x = torch::randn({1, 3, 2});
+  EXPECT_TRUE(torch::equal(identity->run({x}, {}, false), x));
+}
+
+}  // namespace
+}  // namespace nabu::testing
