@@ -1,5 +1,6 @@
 #include "nabu/neuralnetworks/models/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -122,10 +123,18 @@ void declare_common(OptionsReader& r, std::string& architecture, bool& trainable
 void require_option(const OptionsReader& r, bool condition, const std::string& key,
                     const std::string& message) {
   if (condition || !r.section()) return;
-  // A misspelt key often causes the failed requirement: report the misspelling instead.
-  auto unknown = r.unknown_key_problems("this model");
-  if (!unknown.empty()) throw ConfigError(unknown.front());
-  r.section()->fail(key, message);
+  const ConfigSection& section = *r.section();
+  if (!section.has(key)) {
+    // A required key that is missing is often misspelt: point at the likely culprit.
+    auto known = r.known_keys();
+    std::vector<std::string> unknown;
+    for (const auto& candidate : section.keys())
+      if (std::find(known.begin(), known.end(), candidate) == known.end())
+        unknown.push_back(candidate);
+    if (auto typo = closest_match(key, unknown))
+      section.fail(key, message + " (is " + section.where(*typo) + " a misspelling?)");
+  }
+  section.fail(key, message);
 }
 
 void glorot_uniform_(torch::Tensor& weight, int64_t fan_in, int64_t fan_out) {

@@ -10,8 +10,8 @@
 //   n0_output_names = x               optional: store the node's tensor under another name
 //   outputs = bin_emb                 what forward() returns
 //
-// Models come from a shared ModelBank, so the same model name in two nodes or two tasks is one
-// set of weights.
+// Models come from a shared ModelBank (which must outlive the graph), so the same model name in
+// two nodes or two tasks is one set of weights.
 #pragma once
 
 #include <torch/torch.h>

@@ -4,6 +4,8 @@
 // layers run LibTorch's fused kernels on packed sequences, the cell variants the original adds
 // (layer norm, recurrent dropout, other activations, leak, separate directions) run the time
 // loop of recurrent.h on reversed-by-length sequences. Padded output frames are zero.
+#include <cmath>
+
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
