@@ -129,6 +129,15 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
   return match ? " (did you mean '" + *match + "'?)" : "";
 }
 
+std::uint64_t stable_hash(const std::string& text) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
 std::string shorten(const std::string& text, std::size_t max_chars) {
   if (text.size() <= max_chars) return text;
   return text.substr(0, max_chars) + "...(" + std::to_string(text.size()) + " chars)";

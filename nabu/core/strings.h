@@ -1,6 +1,7 @@
 // Small string helpers shared by the config system and the components.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,9 @@ std::optional<std::string> closest_match(const std::string& word,
                                          const std::vector<std::string>& candidates);
 // " (did you mean 'x'?)" or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+// FNV-1a: a hash that is the same in every build (std::hash is not), for seeds derived from names.
+std::uint64_t stable_hash(const std::string& text);
 
 // Cuts long text for error messages (a 1 MB line must not become a 1 MB error).
 std::string shorten(const std::string& text, std::size_t max_chars = 80);

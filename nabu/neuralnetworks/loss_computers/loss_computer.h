@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nabu/core/config.h"
+#include "nabu/core/options.h"
 #include "nabu/core/registry.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
@@ -46,5 +47,17 @@ LossPtr make_loss(const ConfigSection& task_section, const ConfigFile* loss_conf
 // The class name that make_loss would build (for `nabu check`), throwing the same errors.
 std::string resolve_loss_type(const ConfigSection& task_section, const ConfigFile* loss_config,
                               ConfigSection* options_out = nullptr);
+
+// The factory shape every loss registers: read its options struct strictly (unknown keys are
+// errors naming file:line [section] key) and build the loss from them.
+template <class Loss, class Options>
+LossPtr make_configured_loss(const ConfigSection& options_section, const std::string& type) {
+  return std::make_shared<Loss>(read_options<Options>(options_section, "loss_type " + type));
+}
+
+// Options struct of the losses that have no options (as in the original).
+struct NoLossOptions {
+  void declare(OptionsReader&) {}
+};
 
 }  // namespace nabu
