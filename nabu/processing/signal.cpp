@@ -64,6 +64,11 @@ torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSett
                                   int64_t signal_length) {
   int64_t frame_length = settings.frame_length(), step = settings.frame_step();
   int64_t frames = spectrum.size(0);
+  // The original asserts that the inverse FFT gives whole frames (nfft == frame length); longer
+  // inverse frames are cut to the frame length, shorter ones cannot be overlap-added.
+  if (settings.nfft < frame_length)
+    throw Error("overlap_add_inverse: nfft (" + std::to_string(settings.nfft) +
+                ") is shorter than the frame length (" + std::to_string(frame_length) + ")");
   auto time_frames = torch::fft::irfft(spectrum, settings.nfft, -1)
                          .slice(1, 0, frame_length)
                          .to(torch::kFloat64);  // [T, frame_length]
@@ -78,6 +83,8 @@ torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSett
   auto window_sum = torch::zeros({total}, torch::kFloat64)
                         .index_add_(0, flat_positions, window.repeat({frames}));
   signal = signal / (window_sum + 1e-15);
+  // sigproc.deframesig: a signal length <= 0 means "unknown", keep every sample.
+  if (signal_length <= 0) signal_length = total;
   return signal.slice(0, 0, std::min(signal_length, total));
 }
 

@@ -1,0 +1,120 @@
+#include "nabu/postprocessing/reconstructors/reconstructor.h"
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+
+namespace nabu {
+
+void ReconstructorOptions::declare(OptionsReader& r) {
+  r("reconstruct_type", reconstruct_type, "the reconstructor class");
+  r("org_mix", org_mix,
+    "database section(s) of the original mixture, read with rec_processor.cfg (complex STFT)");
+  r("nrs", nrs, "number of speakers (signals to reconstruct); required");
+  r("store_output", store_output, "also store the raw model outputs (raw_output/)");
+  r("store_masks", store_masks, "also store the estimated masks (masks/)");
+}
+
+void ClusteringReconstructorOptions::declare(OptionsReader& r) {
+  ReconstructorOptions::declare(r);
+  r("usedbins", usedbins, "database section(s) of the used-bins mask; k-means uses only these bins");
+  r("seed", seed, "seed of k-means (the original used no fixed seed)");
+  r("n_init", n_init, "k-means restarts; the lowest inertia wins (sklearn n_init)");
+  r("max_iter", max_iter, "maximum Lloyd iterations per restart (sklearn max_iter)");
+  r("tol", tol, "k-means tolerance, relative to the data variance (sklearn tol)");
+}
+
+void DeepattractorReconstructorOptions::declare(OptionsReader& r) {
+  ClusteringReconstructorOptions::declare(r);
+  r("activation", activation, "mask activation over the speakers; only softmax (as the original)");
+}
+
+void DeepclusteringNoiseReconstructorOptions::declare(OptionsReader& r) {
+  ClusteringReconstructorOptions::declare(r);
+  r("noise_threshold_for_kmeans", noise_threshold_for_kmeans,
+    "bins whose noise_filter output is above this value are clustered");
+  r("min_kmeans_perc", min_kmeans_perc,
+    "minimum fraction of used bins to cluster; the threshold is lowered to reach it");
+}
+
+void StackedmasksReconstructorOptions::declare(OptionsReader& r) {
+  ReconstructorOptions::declare(r);
+  r("activation", activation, "mask activation: softmax (over speakers), sigmoid or None");
+  r("output_activation", output_activation, "same as activation (used when activation is absent)");
+  r("usedbins", usedbins,
+    "used-bins section; the original only reads it for its optimal frame permutation (unused)");
+}
+
+std::string StackedmasksReconstructorOptions::effective_activation() const {
+  if (!activation.empty()) return activation;
+  if (!output_activation.empty()) return output_activation;
+  return "softmax";
+}
+
+Reconstructor::Reconstructor(const ConfigSection& section, const ReconstructorOptions& options,
+                             std::vector<std::string> output_names)
+    : num_speakers_(options.nrs),
+      type_(options.reconstruct_type),
+      org_mix_(trim(options.org_mix)),
+      store_output_(options.store_output),
+      store_masks_(options.store_masks),
+      output_names_(std::move(output_names)),
+      where_(section.where()) {
+  if (options.nrs < 1) section.fail("nrs", "the number of speakers must be at least 1 (required)");
+  if (org_mix_.empty()) section.fail("org_mix", "the mixture section is required");
+}
+
+const torch::Tensor& Reconstructor::output(const TensorMap& outputs,
+                                           const std::string& name) const {
+  auto found = outputs.find(name);
+  if (found != outputs.end()) return found->second;
+  if (outputs.size() == 1) return outputs.begin()->second;
+  std::vector<std::string> names;
+  for (const auto& entry : outputs) names.push_back(entry.first);
+  throw Error(where_ + ": reconstruct_type " + type_ + " needs the model output '" + name +
+              "'; the task gives: " + (names.empty() ? std::string("none") : join(names, ", ")));
+}
+
+torch::Tensor Reconstructor::checked_usedbins(const torch::Tensor& usedbins,
+                                              int64_t frames) const {
+  if (!usedbins.defined() || usedbins.dim() != 2)
+    throw Error(where_ + ": reconstruct_type " + type_ + " needs a used-bins mask [T, F]");
+  if (usedbins.size(0) != frames)
+    throw Error(where_ + ": the used-bins mask has " + std::to_string(usedbins.size(0)) +
+                " frames but the model output has " + std::to_string(frames));
+  return usedbins.to(torch::kBool);
+}
+
+ReconstructorRegistry& reconstructor_registry() {
+  static ReconstructorRegistry registry("reconstructor");
+  return registry;
+}
+
+ReconstructorPtr make_reconstructor(const ConfigSection& section) {
+  std::string type = trim(section.get_string("reconstruct_type"));
+  if (!reconstructor_registry().contains(type))
+    section.fail("reconstruct_type", reconstructor_registry().unknown_message(type));
+  return reconstructor_registry().create(type, section);
+}
+
+torch::Tensor masks_to_signals(const torch::Tensor& masks, const torch::Tensor& mixture_spectrum,
+                               const FrameSettings& settings, int64_t signal_length) {
+  if (masks.dim() != 3 || mixture_spectrum.dim() != 2 ||
+      masks.size(1) != mixture_spectrum.size(0) || masks.size(2) != mixture_spectrum.size(1))
+    throw Error("masks_to_signals: masks " + std::to_string(masks.dim()) +
+                "-D do not match the mixture spectrum [T, F] (expected masks [S, T, F] with "
+                "T = " + std::to_string(mixture_spectrum.size(0)) +
+                ", F = " + std::to_string(mixture_spectrum.dim() > 1 ? mixture_spectrum.size(1) : 0) +
+                ")");
+  auto mixture = mixture_spectrum.to(torch::kComplexDouble);
+  auto weights = masks.to(torch::kFloat64);
+  std::vector<torch::Tensor> signals;
+  for (int64_t s = 0; s < masks.size(0); ++s) {
+    auto signal = overlap_add_inverse(mixture * weights[s], settings, signal_length);
+    // SPEC §2.g: every reconstruction is scaled to max |x| = 1.
+    double peak = signal.numel() ? signal.abs().max().item<double>() : 0.0;
+    signals.push_back(peak > 0.0 ? signal / peak : signal);
+  }
+  return torch::stack(signals);
+}
+
+}  // namespace nabu

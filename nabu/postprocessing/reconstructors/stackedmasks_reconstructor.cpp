@@ -1,0 +1,62 @@
+// stackedmasks (PIT models): the model estimates one mask per speaker directly (SPEC §2.g).
+#include "nabu/core/error.h"
+#include "nabu/postprocessing/reconstructors/reconstructor.h"
+
+namespace nabu {
+
+namespace {
+
+class StackedmasksReconstructor : public Reconstructor {
+ public:
+  explicit StackedmasksReconstructor(const ConfigSection& section)
+      : StackedmasksReconstructor(section, read_options<StackedmasksReconstructorOptions>(
+                                               section, "reconstruct_type stackedmasks")) {}
+
+  torch::Tensor masks(const TensorMap& outputs, const torch::Tensor& /*usedbins*/) override {
+    const auto& estimates = output(outputs, "bin_est");
+    torch::Tensor masks;  // [S, T, F]
+    if (estimates.dim() == 2 && estimates.size(1) % num_speakers_ == 0) {
+      // Column s*F + f holds speaker s, bin f: the original's Fortran-order reshape, the same
+      // layout as the PIT loss.
+      int64_t bins = estimates.size(1) / num_speakers_;
+      masks = estimates.reshape({estimates.size(0), num_speakers_, bins}).permute({1, 0, 2});
+    } else if (estimates.dim() == 3 && estimates.size(2) == num_speakers_) {
+      masks = estimates.permute({2, 0, 1});
+    } else {
+      throw Error(where_ + ": bin_est must be [T, F*" + std::to_string(num_speakers_) +
+                  "] or [T, F, " + std::to_string(num_speakers_) + "], got " +
+                  std::to_string(estimates.dim()) + "-D with last size " +
+                  std::to_string(estimates.dim() ? estimates.size(-1) : 0));
+    }
+    masks = masks.to(torch::kFloat32);
+    if (activation_ == "softmax") return masks.softmax(0).contiguous();
+    if (activation_ == "sigmoid") return masks.sigmoid().contiguous();
+    return masks.contiguous();
+  }
+
+ private:
+  StackedmasksReconstructor(const ConfigSection& section,
+                            const StackedmasksReconstructorOptions& options)
+      : Reconstructor(section, options, {"bin_est"}), activation_(options.effective_activation()) {
+    usedbins_ = options.usedbins;
+    uses_usedbins_ = false;
+    if (activation_ == "none") activation_ = "None";
+    if (activation_ != "softmax" && activation_ != "sigmoid" && activation_ != "None")
+      section.fail(options.activation.empty() ? "output_activation" : "activation",
+                   "unknown activation '" + activation_ + "' (known: softmax, sigmoid, None)");
+  }
+
+  std::string activation_;
+};
+
+ReconstructorPtr make_stackedmasks(const ConfigSection& section) {
+  return std::make_shared<StackedmasksReconstructor>(section);
+}
+
+}  // namespace
+
+NABU_REGISTER_WITH_OPTIONS(reconstructor_registry, "stackedmasks", make_stackedmasks,
+                           StackedmasksReconstructorOptions,
+                           "one mask per speaker from the model (PIT), softmax/sigmoid/None")
+
+}  // namespace nabu

@@ -1,0 +1,178 @@
+#include "nabu/postprocessing/scorers/bss_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+
+#include "nabu/core/error.h"
+
+namespace nabu {
+
+namespace {
+
+constexpr int64_t kMaxSources = 100;  // mir_eval's MAX_SOURCES
+
+std::string shape_text(const torch::Tensor& tensor) {
+  std::string text = "[";
+  for (int64_t d = 0; d < tensor.dim(); ++d)
+    text += (d ? ", " : "") + std::to_string(tensor.size(d));
+  return text + "]";
+}
+
+// mir_eval's validate(): same [S, N] shapes, at most 100 sources, no all-zero signal.
+void validate(const torch::Tensor& references, const torch::Tensor& estimates, const char* what) {
+  if (!references.defined() || !estimates.defined() || references.dim() != 2 ||
+      references.sizes() != estimates.sizes())
+    throw Error(std::string(what) + ": references " +
+                (references.defined() ? shape_text(references) : "undefined") +
+                " and estimates " + (estimates.defined() ? shape_text(estimates) : "undefined") +
+                " must have the same shape [S, N]");
+  if (references.size(0) < 1 || references.size(1) < 1)
+    throw Error(std::string(what) + ": no signals to score");
+  if (references.size(0) > kMaxSources)
+    throw Error(std::string(what) + ": more than 100 sources");
+  if ((references == 0).all(1).any().item<bool>())
+    throw Error(std::string(what) + ": a reference source is all zeros, which makes the "
+                                    "evaluation ambiguous");
+  if ((estimates == 0).all(1).any().item<bool>())
+    throw Error(std::string(what) + ": an estimated source is all zeros, which leaves the "
+                                    "decomposition underdetermined");
+}
+
+// 10 log10(num / den), +inf for a zero denominator (mir_eval's _safe_db).
+torch::Tensor safe_db(const torch::Tensor& num, const torch::Tensor& den) {
+  return torch::where(den == 0, torch::full_like(num, std::numeric_limits<double>::infinity()),
+                      10.0 * torch::log10(num / den));
+}
+
+// Solves A X = B (numpy's solve: LU); a singular system falls back to least squares (minimum
+// norm, SVD based, as numpy's lstsq), as mir_eval does.
+torch::Tensor solve(const torch::Tensor& a, const torch::Tensor& b) {
+  try {
+    return torch::linalg_solve(a, b);
+  } catch (const c10::Error&) {
+    return std::get<0>(torch::linalg_lstsq(a, b, c10::nullopt, "gelsd"));
+  }
+}
+
+// The permutation (estimate perm[j] for reference j) with the highest mean of `criterion`
+// [Se, S] over all permutations in lexicographic order; the first maximum wins, and a NaN mean
+// wins like numpy's argmax.
+std::vector<int64_t> best_permutation(const torch::Tensor& criterion) {
+  const int64_t sources = criterion.size(0);
+  auto values = criterion.contiguous();
+  const double* data = values.data_ptr<double>();
+  std::vector<int64_t> perm(sources), best;
+  std::iota(perm.begin(), perm.end(), 0);
+  double best_mean = 0.0;
+  do {
+    double sum = 0.0;
+    for (int64_t j = 0; j < sources; ++j) sum += data[perm[j] * sources + j];
+    double mean = sum / static_cast<double>(sources);
+    bool take = best.empty() || (!std::isnan(best_mean) && (std::isnan(mean) || mean > best_mean));
+    if (take) {
+      best = perm;
+      best_mean = mean;
+    }
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return best;
+}
+
+SeparationScores select(const torch::Tensor& sdr, const torch::Tensor& sir,
+                        const torch::Tensor& sar, const std::vector<int64_t>& perm) {
+  SeparationScores scores;
+  scores.perm = perm;
+  for (std::size_t j = 0; j < perm.size(); ++j) {
+    auto e = perm[j];
+    auto r = static_cast<int64_t>(j);
+    scores.sdr.push_back(sdr[e][r].item<double>());
+    scores.sir.push_back(sir[e][r].item<double>());
+    scores.sar.push_back(sar[e][r].item<double>());
+  }
+  return scores;
+}
+
+}  // namespace
+
+SeparationScores bss_eval_sources(const torch::Tensor& references, const torch::Tensor& estimates,
+                                  int64_t filter_length) {
+  validate(references, estimates, "bss_eval_sources");
+  if (filter_length < 1) throw Error("bss_eval_sources: the filter length must be positive");
+  auto refs = references.to(torch::kFloat64).contiguous();
+  auto ests = estimates.to(torch::kFloat64).contiguous();
+  const int64_t sources = refs.size(0), samples = refs.size(1), taps = filter_length;
+  const int64_t padded = samples + taps - 1;
+  int64_t nfft = 1;
+  while (nfft < padded) nfft *= 2;  // long enough that circular correlations are linear ones
+
+  auto ref_spectra = torch::fft::rfft(refs, nfft, 1);  // [S, K]
+  auto est_spectra = torch::fft::rfft(ests, nfft, 1);
+  auto index_options = torch::TensorOptions().dtype(torch::kLong);
+  auto delays = torch::arange(taps, index_options);
+
+  // Gram matrix of the delayed references: <r_i delayed a, r_j delayed b> = xc_ij[b - a], with
+  // xc_ij[k] = sum_m r_i[m + k] r_j[m]. Row/column i*taps + a.
+  auto cross = torch::fft::irfft(ref_spectra.unsqueeze(1) * ref_spectra.conj().unsqueeze(0),
+                                 nfft, -1);  // [S, S, nfft]
+  auto lags = (delays.unsqueeze(0) - delays.unsqueeze(1)).remainder(nfft);  // [a, b] -> b - a
+  auto blocks = cross.index_select(2, lags.flatten()).reshape({sources, sources, taps, taps});
+  auto gram = blocks.permute({0, 2, 1, 3}).reshape({sources * taps, sources * taps});
+
+  // Inner products of each estimate with the delayed references: <r_i delayed a, e>.
+  auto est_cross = torch::fft::irfft(ref_spectra.unsqueeze(0) * est_spectra.conj().unsqueeze(1),
+                                     nfft, -1);                              // [Se, S, nfft]
+  auto products = est_cross.index_select(2, (-delays).remainder(nfft));      // [Se, S, taps]
+
+  // Projection on all references (independent of the reference being scored).
+  auto all_filters =
+      solve(gram, products.reshape({sources, sources * taps}).t()).t().reshape(
+          {sources, sources, taps});  // [Se, S, taps]
+  auto projection_all =
+      torch::fft::irfft((torch::fft::rfft(all_filters, nfft, -1) * ref_spectra.unsqueeze(0)).sum(1),
+                        nfft, -1)
+          .slice(-1, 0, padded);  // [Se, L]
+  // Projection on each reference alone: its diagonal Gram block.
+  auto own_gram = blocks.diagonal(0, 0, 1).permute({2, 0, 1});  // [S, taps, taps]
+  auto own_filters = solve(own_gram, products.permute({1, 2, 0}));  // [S, taps, Se]
+  auto projection_own =
+      torch::fft::irfft(torch::fft::rfft(own_filters.permute({2, 0, 1}), nfft, -1) *
+                            ref_spectra.unsqueeze(0),
+                        nfft, -1)
+          .slice(-1, 0, padded);  // [Se, S, L]
+
+  auto padded_estimates = torch::constant_pad_nd(ests, {0, taps - 1});  // [Se, L]
+  // s_target + e_spat = projection_own; e_interf = projection_all - projection_own;
+  // e_artif = estimate - projection_all (mir_eval's _bss_decomp_mtifilt).
+  auto target_energy = projection_own.square().sum(-1);
+  auto distortion = (padded_estimates.unsqueeze(1) - projection_own).square().sum(-1);
+  auto interference = (projection_all.unsqueeze(1) - projection_own).square().sum(-1);
+  auto artifacts = (padded_estimates - projection_all).square().sum(-1);
+  auto sdr = safe_db(target_energy, distortion);
+  auto sir = safe_db(target_energy, interference);
+  auto sar = safe_db(projection_all.square().sum(-1), artifacts).unsqueeze(1).expand({sources, sources});
+  return select(sdr, sir, sar, best_permutation(sir));
+}
+
+SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Tensor& estimates) {
+  validate(references, estimates, "si_sdr");
+  auto refs = references.to(torch::kFloat64);
+  auto ests = estimates.to(torch::kFloat64);
+  refs = refs - refs.mean(1, /*keepdim=*/true);
+  ests = ests - ests.mean(1, /*keepdim=*/true);
+  auto ref_gram = refs.matmul(refs.t());                     // [S, S]
+  auto scale = ests.matmul(refs.t()) / ref_gram.diagonal();  // [Se, S]
+  auto target = scale.unsqueeze(-1) * refs.unsqueeze(0);     // [Se, S, N]
+  auto residual = ests.unsqueeze(1) - target;
+  // Interference: the residual's projection on the span of all references.
+  auto coefficients = solve(ref_gram, residual.matmul(refs.t()).unsqueeze(-1)).squeeze(-1);
+  auto interference = coefficients.matmul(refs);
+  auto target_energy = target.square().sum(-1);
+  auto sdr = safe_db(target_energy, residual.square().sum(-1));
+  auto sir = safe_db(target_energy, interference.square().sum(-1));
+  auto sar = safe_db(target_energy, (residual - interference).square().sum(-1));
+  return select(sdr, sir, sar, best_permutation(sdr));
+}
+
+}  // namespace nabu

@@ -1,0 +1,39 @@
+// Separation metrics on time signals, in double precision.
+//
+// bss_eval_sources follows mir_eval's bss_eval_sources (BSS Eval v3, Vincent et al. 2006), which
+// the original copied (SPEC §2.g): each estimate is decomposed against the references with a
+// time-invariant distortion filter of `filter_length` taps (512 in the original) by least
+// squares, giving SDR, SIR and SAR for every (estimate, reference) pair; the permutation with the
+// highest mean SIR over all S! permutations is kept (compute_permutation=True).
+//
+// si_sdr_sources gives the scale-invariant SDR of Le Roux et al. 2019 (signals made zero-mean
+// first, as in that definition and in the nussl code the original's disabled si_sdr scorer used),
+// with nussl's SI-SIR / SI-SAR split of the residual into its projection on the span of all
+// references (interference) and the rest (artifacts); the permutation maximising the mean SI-SDR
+// is kept.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace nabu {
+
+struct SeparationScores {
+  // Indexed by reference j: estimate perm[j] scored against reference j.
+  std::vector<double> sdr, sir, sar;
+  std::vector<int64_t> perm;
+};
+
+// references, estimates: [S, N] (same shape; any floating dtype). Throws Error for mismatched
+// shapes, S > 100, or an all-zero reference or estimate (mir_eval's validation). An exactly
+// singular system falls back to least squares, as mir_eval does. Energies that are exactly zero
+// give +inf dB (mir_eval's _safe_db).
+SeparationScores bss_eval_sources(const torch::Tensor& references, const torch::Tensor& estimates,
+                                  int64_t filter_length = 512);
+
+// SI-SDR (with SI-SIR, SI-SAR in the sdr/sir/sar fields). Same shape rules.
+SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Tensor& estimates);
+
+}  // namespace nabu

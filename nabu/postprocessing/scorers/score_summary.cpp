@@ -1,0 +1,222 @@
+#include "nabu/postprocessing/scorers/score_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+
+namespace nabu {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+double mean_of(const std::vector<double>& values) {
+  if (values.empty()) return kNaN;
+  double sum = 0.0;
+  for (double v : values) sum += v;
+  return sum / static_cast<double>(values.size());
+}
+
+// numpy's np.std (population, ddof = 0).
+double std_of(const std::vector<double>& values) {
+  if (values.empty()) return kNaN;
+  double mean = mean_of(values), sum = 0.0;
+  for (double v : values) sum += (v - mean) * (v - mean);
+  return std::sqrt(sum / static_cast<double>(values.size()));
+}
+
+// numpy's np.median: the mean of the two middle values for an even count.
+double median_of(std::vector<double> values) {
+  // np.median gives NaN when a value is NaN (and std::sort must never see one).
+  if (values.empty() || std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); }))
+    return kNaN;
+  std::sort(values.begin(), values.end());
+  std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+nlohmann::json number(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
+
+nlohmann::json numbers(const std::vector<double>& values) {
+  auto list = nlohmann::json::array();
+  for (double v : values) list.push_back(number(v));
+  return list;
+}
+
+std::vector<double> read_numbers(const nlohmann::json& list) {
+  std::vector<double> values;
+  for (const auto& v : list) values.push_back(v.is_number() ? v.get<double>() : kNaN);
+  return values;
+}
+
+}  // namespace
+
+SpeakerInfo read_speaker_info(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw DataError(file.string() + ": cannot read the speaker info file");
+  SpeakerInfo info;
+  std::string line;
+  int line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    auto fields = split_whitespace(line);
+    if (fields.empty()) continue;
+    // Field 1 is ignored by the original; speakers come in (id, gender) pairs after it.
+    if (fields.size() < 4 || fields.size() % 2 != 0)
+      throw DataError(file.string() + ":" + std::to_string(line_number) +
+                      ": expected 'utt <x> id1 gender1 [id2 gender2 ...]', got '" +
+                      shorten(line) + "'");
+    auto& speakers = info[fields[0]];
+    speakers.clear();
+    for (std::size_t i = 2; i + 1 < fields.size(); i += 2)
+      speakers.emplace_back(fields[i], fields[i + 1]);
+  }
+  return info;
+}
+
+const std::vector<std::string>& ScoreSummary::mix_types() {
+  static const std::vector<std::string> types{"all_m", "all_f", "same_gen", "diff_gen"};
+  return types;
+}
+
+ScoreSummary::ScoreSummary(std::vector<std::string> metrics, SpeakerInfo speakers)
+    : metrics_(std::move(metrics)), speakers_(std::move(speakers)) {}
+
+void ScoreSummary::add(const std::string& utterance, const UtteranceScore& score) {
+  auto found = speakers_.find(utterance);
+  if (found == speakers_.end())
+    throw DataError("utterance '" + utterance + "' is not in the speaker info (spkinfo)");
+  std::size_t scored = 0;
+  for (const auto& [metric, scenarios] : score.values)
+    for (const auto& [scenario, values] : scenarios) scored = std::max(scored, values.size());
+  if (found->second.size() < scored)
+    throw DataError("utterance '" + utterance + "' has " + std::to_string(scored) +
+                    " scored speakers but the speaker info lists " +
+                    std::to_string(found->second.size()));
+  Entry entry;
+  entry.score = score;
+  for (std::size_t s = 0; s < scored; ++s) {
+    entry.ids.push_back(found->second[s].first);
+    entry.genders.push_back(found->second[s].second);
+  }
+  // scorer.py: all 'M' -> all_m and same_gen; all 'F' -> all_f and same_gen; else diff_gen.
+  auto all_are = [&](const char* gender) {
+    return std::all_of(entry.genders.begin(), entry.genders.end(),
+                       [&](const std::string& g) { return g == gender; });
+  };
+  for (const auto& type : mix_types()) entry.mix_type[type] = false;
+  if (all_are("M")) {
+    entry.mix_type["all_m"] = entry.mix_type["same_gen"] = true;
+  } else if (all_are("F")) {
+    entry.mix_type["all_f"] = entry.mix_type["same_gen"] = true;
+  } else {
+    entry.mix_type["diff_gen"] = true;
+  }
+  results_[utterance] = std::move(entry);
+}
+
+nlohmann::json ScoreSummary::complete_json() const {
+  auto all = nlohmann::json::object();
+  for (const auto& [utterance, entry] : results_) {
+    nlohmann::json score = nlohmann::json::object();
+    for (const auto& [metric, scenarios] : entry.score.values)
+      for (const auto& [scenario, values] : scenarios) score[metric][scenario] = numbers(values);
+    for (const auto& [scenario, perm] : entry.score.permutation) score["perm"][scenario] = perm;
+    nlohmann::json info = {{"ids", entry.ids}, {"genders", entry.genders}};
+    for (const auto& [type, flag] : entry.mix_type) info["mix_type"][type] = flag;
+    all[utterance] = {{"score", score}, {"spk_info", info}};
+  }
+  return all;
+}
+
+std::vector<double> ScoreSummary::utterance_means(const std::string& metric,
+                                                  const std::string& scenario,
+                                                  const std::string& group) const {
+  std::vector<double> means;
+  for (const auto& [utterance, entry] : results_) {
+    if (group != "all" && !entry.mix_type.at(group)) continue;
+    auto by_metric = entry.score.values.find(metric);
+    if (by_metric == entry.score.values.end()) continue;
+    auto by_scenario = by_metric->second.find(scenario);
+    if (by_scenario == by_metric->second.end()) continue;
+    means.push_back(mean_of(by_scenario->second));
+  }
+  return means;
+}
+
+nlohmann::json ScoreSummary::summary_json() const {
+  auto summary = nlohmann::json::object();
+  std::vector<std::string> groups{"all"};
+  groups.insert(groups.end(), mix_types().begin(), mix_types().end());
+  for (const auto& metric : metrics_)
+    for (const auto& scenario : Scorer::scenarios())
+      for (const auto& group : groups) {
+        auto values = utterance_means(metric, scenario, group);
+        summary[metric][scenario][group] = {{"mean", number(mean_of(values))},
+                                            {"std", number(std_of(values))},
+                                            {"median", number(median_of(values))}};
+      }
+  return summary;
+}
+
+std::string ScoreSummary::summary_text(const std::string& scorer_name) const {
+  std::ostringstream out;
+  std::vector<std::string> groups{"all"};
+  groups.insert(groups.end(), mix_types().begin(), mix_types().end());
+  const auto& scenarios = Scorer::scenarios();
+  for (const auto& metric : metrics_) {
+    out << "Result for " << metric << " (using " << scorer_name << "):\n";
+    for (const auto& group : groups) {
+      out << "for " << group << ":\n";
+      // Statistics (mean, std, median) of the estimates and of the baseline.
+      auto statistics = [&](const std::string& scenario) {
+        const std::vector<double> values = utterance_means(metric, scenario, group);
+        const double mean = mean_of(values), deviation = std_of(values);
+        const double median = median_of(values);
+        return std::vector<double>{mean, deviation, median};
+      };
+      const std::vector<double> first = statistics(scenarios[0]);
+      const std::vector<double> second = statistics(scenarios[1]);
+      const char* names[] = {"mean", "std", "median"};
+      for (int k = 0; k < 3; ++k)
+        out << "\t " << names[k] << ": " << first[k] << " (" << scenarios[0] << "), " << second[k]
+            << " (" << scenarios[1] << "), " << first[k] - second[k]
+            << " (absolute difference)\n";
+    }
+  }
+  return out.str();
+}
+
+void ScoreSummary::load_complete_json(const nlohmann::json& complete) {
+  if (!complete.is_object()) throw DataError("complete results: expected a JSON object");
+  for (const auto& [utterance, item] : complete.items()) {
+    try {
+      Entry entry;
+      for (const auto& [metric, scenarios] : item.at("score").items())
+        for (const auto& [scenario, values] : scenarios.items()) {
+          if (metric == "perm")
+            entry.score.permutation[scenario] = values.get<std::vector<int64_t>>();
+          else
+            entry.score.values[metric][scenario] = read_numbers(values);
+        }
+      const auto& info = item.at("spk_info");
+      entry.ids = info.at("ids").get<std::vector<std::string>>();
+      entry.genders = info.at("genders").get<std::vector<std::string>>();
+      for (const auto& [type, flag] : info.at("mix_type").items()) entry.mix_type[type] = flag.get<bool>();
+      for (const auto& type : mix_types())
+        if (!entry.mix_type.count(type)) entry.mix_type[type] = false;
+      results_[utterance] = std::move(entry);
+    } catch (const nlohmann::json::exception& e) {
+      throw DataError("complete results, utterance '" + utterance + "': " + e.what());
+    }
+  }
+}
+
+}  // namespace nabu

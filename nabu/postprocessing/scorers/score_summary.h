@@ -1,0 +1,65 @@
+// Collects per-utterance scores and builds the original's results files (SPEC §2.g, scorer.py):
+//   results_<task>_<score_type>_complete.json  {utt: {"score": {metric: {scenario: [per speaker]},
+//                                                          "perm": {scenario: [...]}},
+//                                                "spk_info": {"ids", "genders", "mix_type"}}}
+//   results_<task>_<score_type>_summary.json   {metric: {scenario: {group: {mean, std, median}}}}
+// with group in all, all_m, all_f, same_gen, diff_gen. Each utterance counts once, with its
+// scores averaged over its speakers. Non-finite numbers (an empty group's mean, an infinite SDR)
+// are written as JSON null: standard JSON has no NaN/Infinity (Python's json writes them anyway).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nabu/postprocessing/scorers/scorer.h"
+
+namespace nabu {
+
+// utterance -> (speaker id, gender) per speaker.
+using SpeakerInfo = std::map<std::string, std::vector<std::pair<std::string, std::string>>>;
+
+// Reads a spkinfo file: lines "utt <ignored> id1 g1 id2 g2 ..." (SPEC §2.g). Blank lines are
+// skipped; a later line for the same utterance wins. Errors name file:line.
+SpeakerInfo read_speaker_info(const std::filesystem::path& file);
+
+class ScoreSummary {
+ public:
+  static const std::vector<std::string>& mix_types();  // all_m, all_f, same_gen, diff_gen
+
+  // `metrics`: the scorer's summarised metrics (Scorer::metrics()).
+  ScoreSummary(std::vector<std::string> metrics, SpeakerInfo speakers);
+
+  // Records an utterance (replacing an earlier score of the same name). Throws Error when the
+  // utterance is not in the speaker info or lists fewer speakers than were scored.
+  void add(const std::string& utterance, const UtteranceScore& score);
+  std::size_t size() const { return results_.size(); }
+  bool contains(const std::string& utterance) const { return results_.count(utterance) > 0; }
+
+  nlohmann::json complete_json() const;
+  nlohmann::json summary_json() const;
+  // The original's printout: per metric and group, mean/std/median per scenario and the
+  // SS - base difference.
+  std::string summary_text(const std::string& scorer_name) const;
+  // Restores the utterances of a complete JSON written earlier (resuming from a checkpoint).
+  void load_complete_json(const nlohmann::json& complete);
+
+ private:
+  struct Entry {
+    UtteranceScore score;
+    std::vector<std::string> ids, genders;
+    std::map<std::string, bool> mix_type;
+  };
+  std::vector<double> utterance_means(const std::string& metric, const std::string& scenario,
+                                      const std::string& group) const;
+
+  std::vector<std::string> metrics_;
+  SpeakerInfo speakers_;
+  std::map<std::string, Entry> results_;
+};
+
+}  // namespace nabu

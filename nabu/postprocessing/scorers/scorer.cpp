@@ -1,0 +1,147 @@
+#include "nabu/postprocessing/scorers/scorer.h"
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+#include "nabu/postprocessing/scorers/bss_eval.h"
+
+namespace nabu {
+
+void ScorerOptions::declare(OptionsReader& r) {
+  r("score_type", score_type, "scorer class(es), space separated");
+  r("org_src", org_src, "database section(s) of the original source signals; required");
+  r("base", base, "database section(s) of the unprocessed mixture (the baseline); required");
+  r("spkinfo", spkinfo,
+    "database section(s) whose datafiles list 'utt x id1 g1 id2 g2 ...' per line; required");
+  r("nrs", nrs, "number of speakers to score; 0 = as many as there are references");
+  r.accepted("noise", "noise reference section of the original's sdr_snr scorer");
+}
+
+const std::vector<std::string>& Scorer::scenarios() {
+  static const std::vector<std::string> names{"SS", "base"};
+  return names;
+}
+
+Scorer::Scorer(const ConfigSection& section, std::string type, std::vector<std::string> metrics)
+    : type_(std::move(type)),
+      options_(read_options<ScorerOptions>(section, "score_type " + type_)),
+      metrics_(std::move(metrics)),
+      where_(section.where()) {
+  const std::pair<const char*, const std::string*> required[] = {
+      {"org_src", &options_.org_src}, {"base", &options_.base}, {"spkinfo", &options_.spkinfo}};
+  for (const auto& [key, value] : required)
+    if (trim(*value).empty()) section.fail(key, "required for score_type " + type_);
+  if (options_.nrs < 0) section.fail("nrs", "must not be negative");
+}
+
+UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
+                                const torch::Tensor& mixture) const {
+  if (!references.defined() || !estimates.defined() || !mixture.defined() ||
+      references.dim() != 2 || estimates.dim() != 2)
+    throw Error(where_ + ": score_type " + type_ +
+                " expects references [S, N], estimates [S, N] and a mixture [N]");
+  auto mix = mixture.reshape({-1});
+  const int64_t speakers = references.size(0);
+  if (options_.nrs > 0 && options_.nrs != speakers)
+    throw Error(where_ + ": nrs = " + std::to_string(options_.nrs) + " but the utterance has " +
+                std::to_string(speakers) + " reference signals");
+  if (estimates.size(0) != speakers || estimates.size(1) != references.size(1) ||
+      mix.size(0) != references.size(1))
+    throw Error(where_ + ": " + std::to_string(estimates.size(0)) + " estimates of " +
+                std::to_string(estimates.size(1)) + " samples and a mixture of " +
+                std::to_string(mix.size(0)) + " samples do not match " +
+                std::to_string(speakers) + " references of " +
+                std::to_string(references.size(1)) + " samples");
+  const torch::Tensor inputs[2] = {estimates, mix.unsqueeze(0).expand({speakers, -1})};
+  UtteranceScore result;
+  for (std::size_t s = 0; s < scenarios().size(); ++s) {
+    std::vector<std::vector<double>> values;
+    std::vector<int64_t> permutation;
+    score_scenario(references, inputs[s], values, permutation);
+    for (std::size_t m = 0; m < metrics_.size(); ++m)
+      result.values[metrics_[m]][scenarios()[s]] = values.at(m);
+    result.permutation[scenarios()[s]] = permutation;
+  }
+  return result;
+}
+
+std::map<std::string, double> Scorer::score(const torch::Tensor& references,
+                                            const torch::Tensor& estimates,
+                                            const torch::Tensor& mixture) const {
+  auto detail = evaluate(references, estimates, mixture);
+  auto mean = [](const std::vector<double>& values) {
+    double sum = 0.0;
+    for (double v : values) sum += v;
+    return values.empty() ? 0.0 : sum / static_cast<double>(values.size());
+  };
+  std::map<std::string, double> averages;
+  for (const auto& metric : metrics_) {
+    double estimated = mean(detail.values[metric]["SS"]);
+    double baseline = mean(detail.values[metric]["base"]);
+    averages[metric] = estimated;
+    averages[metric + "_base"] = baseline;
+    averages[metric + "i"] = estimated - baseline;  // SPEC §2.g: improvement = SS - base
+  }
+  return averages;
+}
+
+namespace {
+
+class SdrScorer : public Scorer {
+ public:
+  explicit SdrScorer(const ConfigSection& section) : Scorer(section, "sdr", {"SDR", "SIR", "SAR"}) {}
+
+ protected:
+  void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                      std::vector<std::vector<double>>& values,
+                      std::vector<int64_t>& permutation) const override {
+    auto scores = bss_eval_sources(references, estimates, 512);
+    values = {scores.sdr, scores.sir, scores.sar};
+    permutation = scores.perm;
+  }
+};
+
+class SiSdrScorer : public Scorer {
+ public:
+  explicit SiSdrScorer(const ConfigSection& section)
+      : Scorer(section, "si_sdr", {"SI-SDR", "SI-SIR", "SI-SAR"}) {}
+
+ protected:
+  void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                      std::vector<std::vector<double>>& values,
+                      std::vector<int64_t>& permutation) const override {
+    auto scores = si_sdr_sources(references, estimates);
+    values = {scores.sdr, scores.sir, scores.sar};
+    permutation = scores.perm;
+  }
+};
+
+template <class T>
+ScorerPtr make(const ConfigSection& section) {
+  return std::make_shared<T>(section);
+}
+
+}  // namespace
+
+ScorerRegistry& scorer_registry() {
+  static ScorerRegistry registry("scorer");
+  return registry;
+}
+
+std::vector<ScorerPtr> make_scorers(const ConfigSection& section) {
+  auto types = split_whitespace(section.get_string("score_type"));
+  if (types.empty()) section.fail("score_type", "names no scorer");
+  std::vector<ScorerPtr> scorers;
+  for (const auto& type : types) {
+    if (!scorer_registry().contains(type))
+      section.fail("score_type", scorer_registry().unknown_message(type));
+    scorers.push_back(scorer_registry().create(type, section));
+  }
+  return scorers;
+}
+
+NABU_REGISTER_WITH_OPTIONS(scorer_registry, "sdr", make<SdrScorer>, ScorerOptions,
+                           "BSS Eval v3 SDR, SIR, SAR (mir_eval, 512-tap filter) and improvements")
+NABU_REGISTER_WITH_OPTIONS(scorer_registry, "si_sdr", make<SiSdrScorer>, ScorerOptions,
+                           "scale-invariant SDR (zero-mean), SI-SIR, SI-SAR and improvements")
+
+}  // namespace nabu

@@ -1,0 +1,81 @@
+// Scorers compare the reconstructed signals of one utterance with the original sources, and the
+// unprocessed mixture with the same sources as the baseline (SPEC §2.g). One class per scorer.cfg
+// `score_type`, built from its task section through scorer_registry(). Reading the signals
+// (org_src, base) and the speaker list (spkinfo) is the caller's job; ScoreSummary
+// (score_summary.h) collects the per-utterance scores into the original's results JSON.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+#include "nabu/core/options.h"
+#include "nabu/core/registry.h"
+
+namespace nabu {
+
+struct ScorerOptions {
+  std::vector<std::string> score_type;  // one or more scorer names
+  std::string org_src;  // database section(s) of the original sources (required)
+  std::string base;     // database section(s) of the mixture (required)
+  std::string spkinfo;  // database section(s) whose datafiles list the speakers (required)
+  int nrs = 0;          // number of speakers; 0 = as many as the references
+  void declare(OptionsReader& r);
+};
+
+// The scores of one utterance: metric -> scenario ("SS" for the estimates, "base" for the
+// mixture) -> one value per reference speaker; and the matching permutation per scenario.
+struct UtteranceScore {
+  std::map<std::string, std::map<std::string, std::vector<double>>> values;
+  std::map<std::string, std::vector<int64_t>> permutation;
+};
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+
+  const std::string& type() const { return type_; }
+  const ScorerOptions& options() const { return options_; }
+  // The metrics that are summarised, in order (e.g. SDR, SIR, SAR).
+  const std::vector<std::string>& metrics() const { return metrics_; }
+  // The scenarios, estimates first, as the original: {"SS", "base"}.
+  static const std::vector<std::string>& scenarios();
+
+  // references [S, N], estimates [S, N], mixture [N] or [1, N]; all the same length N (the
+  // original scores signals of one snip). The mixture is duplicated S times as the baseline.
+  UtteranceScore evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
+                          const torch::Tensor& mixture) const;
+
+  // Per utterance averages over the speakers: for every metric M, "M" (estimates), "M_base"
+  // (mixture) and the improvement "Mi" = M - M_base (so SDR, SDR_base, SDRi, ...).
+  std::map<std::string, double> score(const torch::Tensor& references,
+                                      const torch::Tensor& estimates,
+                                      const torch::Tensor& mixture) const;
+
+ protected:
+  Scorer(const ConfigSection& section, std::string type, std::vector<std::string> metrics);
+  // Scores of `estimates` [S, N] against `references` [S, N], one list per metric, plus the
+  // permutation.
+  virtual void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                              std::vector<std::vector<double>>& values,
+                              std::vector<int64_t>& permutation) const = 0;
+
+ private:
+  std::string type_;
+  ScorerOptions options_;
+  std::vector<std::string> metrics_;
+  std::string where_;
+};
+
+using ScorerPtr = std::shared_ptr<Scorer>;
+using ScorerRegistry = Registry<ScorerPtr, const ConfigSection&>;
+ScorerRegistry& scorer_registry();
+
+// The scorers named by the section's `score_type` (a space-separated list, as the original).
+std::vector<ScorerPtr> make_scorers(const ConfigSection& section);
+
+}  // namespace nabu
