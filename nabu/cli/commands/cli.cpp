@@ -78,11 +78,6 @@ bool parse_flag(const std::string& value, const std::string& option) {
 
 namespace {
 
-int not_built(const char* command) {
-  std::cerr << "nabu " << command << ": not available yet in this build\n";
-  return 1;
-}
-
 void print_usage() {
   std::cout << "Usage: nabu <command> [options]   (nabu <command> --help for details)\n\n"
                "Commands:\n";
@@ -92,15 +87,6 @@ void print_usage() {
 }
 
 }  // namespace
-
-// Commands that later issues fill in are defined weakly here so a missing one says so.
-
-__attribute__((weak)) int cmd_train(const std::vector<std::string>&) { return not_built("train"); }
-__attribute__((weak)) int cmd_test(const std::vector<std::string>&) { return not_built("test"); }
-__attribute__((weak)) int cmd_sweep(const std::vector<std::string>&) { return not_built("sweep"); }
-__attribute__((weak)) int cmd_separate(const std::vector<std::string>&) {
-  return not_built("separate");
-}
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> table = {

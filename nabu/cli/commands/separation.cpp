@@ -1,0 +1,160 @@
+#include "nabu/cli/commands/separation.h"
+
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+#include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/processing/signal.h"
+
+namespace nabu::cli {
+
+Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
+                     bool early)
+    : recipe_(recipe), segment_(segment) {
+  model_file_ = expdir / segment / "model" / "model.pt";
+  if (early) {
+    // The latest stage with a validated checkpoint.
+    auto stages = read_trainer_options(recipe.get("trainer.cfg")).segment_lengths;
+    model_file_.clear();
+    for (const auto& stage : stages)
+      if (fs::exists(expdir / stage / "logdir" / "validated.pt"))
+        model_file_ = expdir / stage / "logdir" / "validated.pt";
+    if (model_file_.empty())
+      throw Error(expdir.string() + ": no validated checkpoint yet (no validation has run)");
+  } else if (!fs::exists(model_file_)) {
+    throw Error(model_file_.string() + " does not exist: train first (nabu train), or test a "
+                "running training with --allow_early_testing");
+  }
+  spdlog::info("model: {}", model_file_.string());
+  bank_ = std::make_unique<ModelBank>(recipe.get("model.cfg"));
+}
+
+void Separator::load_parameters(const std::set<std::string>& models) {
+  ParameterLoadReport report = model_file_.filename() == "validated.pt"
+                                   ? bank_->load_tensors(load_checkpoint(model_file_, {}).parameters)
+                                   : bank_->load(model_file_);
+  // Every parameter of the models this task uses must come from the file.
+  for (const auto& name : report.missing) {
+    if (!models.count(name.substr(0, name.find('.')))) continue;
+    throw Error(model_file_.string() + " has no parameter " + name +
+                " (was model.cfg changed after training?)");
+  }
+  for (const auto& [name, reason] : report.skipped)
+    if (models.count(name.substr(0, name.find('.'))))
+      throw Error(model_file_.string() + ": parameter " + name + " not loaded: " + reason +
+                  " (was model.cfg changed after training?)");
+}
+
+std::unique_ptr<TaskSeparation> Separator::task(const std::string& name, bool with_test_data) {
+  auto task = std::unique_ptr<TaskSeparation>(new TaskSeparation(*this, name));
+  const ConfigFile& test_cfg = recipe_.get("test_evaluator.cfg");
+  if (with_test_data) {
+    const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
+    task->evaluator_ = std::make_unique<TaskLossEvaluator>(
+        *task->section_, TaskRole::kTest, test_cfg.find_section("evaluator"),
+        recipe_.get("database.conf"), segment_, *bank_, make_loss(*task->section_, loss_cfg),
+        stores_, 2);
+  } else {
+    task->graph_ = std::make_unique<ModelGraph>(*task->section_, *bank_);
+  }
+  return task;
+}
+
+TaskSeparation::TaskSeparation(Separator& owner, const std::string& task)
+    : owner_(owner), name_(task) {
+  const Recipe& recipe = owner.recipe_;
+  section_ = &recipe.get("test_evaluator.cfg").section(task);
+  const ConfigFile& reconstructors = recipe.get("reconstructor.cfg");
+  const ConfigSection* reconstructor_section = reconstructors.find_section(task);
+  if (!reconstructor_section)
+    throw ConfigError(reconstructors.path() + ": no section [" + task + "] for test task " + task);
+  reconstructor_ = make_reconstructor(*reconstructor_section);
+  mixture_ = std::make_unique<SectionReader>(recipe, reconstructor_->org_mix_section());
+  if (!mixture_->feature_options() || mixture_->feature_options()->feature != "spec")
+    reconstructor_section->fail("org_mix", "section [" + reconstructor_->org_mix_section() +
+                                               "] must give the complex spectrum (feature = spec)");
+  if (reconstructor_->needs_usedbins())
+    usedbins_ = std::make_unique<SectionReader>(recipe, reconstructor_->usedbins_section());
+}
+
+void TaskSeparation::ensure_loaded(const TensorMap& inputs,
+                                   const std::map<std::string, torch::Tensor>& lengths) {
+  if (loaded_) return;
+  torch::NoGradGuard no_grad;
+  ModelGraph& graph = evaluator_ ? evaluator_->graph() : *graph_;
+  graph.materialize(inputs, lengths);
+  owner_.load_parameters(graph.used_models());
+  loaded_ = true;
+}
+
+Separation TaskSeparation::reconstruct(const std::string& utterance, const TensorMap& outputs,
+                                       const DataLine* line) {
+  Separation separation;
+  separation.utterance = utterance;
+  auto spectrum = line ? mixture_->process(*line, &separation.sample_rate)
+                       : mixture_->read(utterance, &separation.sample_rate);
+  torch::Tensor usedbins;
+  if (usedbins_) usedbins = line ? usedbins_->process(*line) : usedbins_->read(utterance);
+  separation.masks = reconstructor_->masks(outputs, usedbins);
+  const FeatureOptions& features = *mixture_->feature_options();
+  FrameSettings settings = features.frames(separation.sample_rate);
+  // The snipped signal: (T-1) steps plus one frame.
+  int64_t length = (spectrum.size(0) - 1) * settings.frame_step() + settings.frame_length();
+  separation.signals = masks_to_signals(separation.masks, spectrum, settings, length);
+  return separation;
+}
+
+EvaluationResult TaskSeparation::evaluate(int64_t max_utterances, const Callback& on_separation) {
+  int64_t done = 0;
+  const auto& spec = evaluator_->spec();
+  // Load the weights before the evaluator's first forward pass.
+  {
+    ExampleSet examples(spec.linked_sets.front().inputs, spec.linked_sets.front().targets,
+                        owner_.recipe_.get("database.conf"), owner_.segment_, owner_.stores_,
+                        "test task [" + name_ + "]");
+    Batch first = examples.load({0});
+    ensure_loaded(model_inputs(first, spec.input_names), first.lengths);
+  }
+  return evaluator_->evaluate(-1, nullptr, [&](const Batch& batch, const TensorMap& outputs) {
+    const auto& lengths = batch.lengths.at(spec.input_names.front());
+    for (int64_t b = 0; b < batch.size(); ++b) {
+      if (max_utterances >= 0 && done >= max_utterances) return;
+      int64_t frames = lengths[b].item<int64_t>();
+      TensorMap utterance_outputs;
+      for (const auto& [output_name, tensor] : outputs)
+        utterance_outputs[output_name] = tensor[b].slice(0, 0, frames);
+      on_separation(reconstruct(batch.names[b], utterance_outputs, nullptr));
+      ++done;
+    }
+  });
+}
+
+Separation TaskSeparation::separate(const DataLine& mixture) {
+  const Recipe& recipe = owner_.recipe_;
+  auto spec = read_task_spec(*section_, TaskRole::kTest,
+                             recipe.get("test_evaluator.cfg").find_section("evaluator"));
+  TensorMap inputs;
+  std::map<std::string, torch::Tensor> lengths;
+  for (const auto& binding : spec.linked_sets.front().inputs) {
+    SectionReader reader(recipe, binding.sections.front());
+    torch::Tensor data;
+    try {
+      data = reader.process(mixture);
+    } catch (const Error& e) {
+      throw Error("input '" + binding.name + "' of task " + name_ +
+                  " cannot be computed from a mixture alone: " + e.what());
+    }
+    inputs[binding.name] = data.to(torch::kFloat32).unsqueeze(0);
+    lengths[binding.name] = torch::tensor({data.size(0)}, torch::kLong);
+  }
+  ensure_loaded(inputs, lengths);
+  torch::NoGradGuard no_grad;
+  auto outputs = graph_->forward(inputs, lengths, /*training=*/false);
+  TensorMap one;
+  for (const auto& [name, tensor] : outputs) one[name] = tensor[0];
+  return reconstruct(mixture.utterance, one, &mixture);
+}
+
+}  // namespace nabu::cli

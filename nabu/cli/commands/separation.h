@@ -1,0 +1,77 @@
+// Separation with a trained experiment: model outputs -> reconstructor masks -> signals. Shared by
+// `nabu test` (over the test sets of test_evaluator.cfg) and `nabu separate` (new mixtures).
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "nabu/core/recipe.h"
+#include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/pipeline/example_set.h"
+#include "nabu/postprocessing/reconstructors/reconstructor.h"
+#include "nabu/postprocessing/scorers/scorer.h"
+#include "nabu/processing/audio.h"
+#include "nabu/processing/section_reader.h"
+
+namespace nabu::cli {
+
+namespace fs = std::filesystem;
+
+struct Separation {
+  std::string utterance;
+  torch::Tensor signals;  // [S, N] double, each normalised to max |x| = 1
+  torch::Tensor masks;    // [S, T, F]
+  int sample_rate = 0;
+};
+
+class Separator;
+
+class TaskSeparation {
+ public:
+  using Callback = std::function<void(const Separation&)>;
+  // Test loss over the task's test data; every utterance (up to max_utterances, -1 = all) is
+  // separated and handed to `on_separation`.
+  EvaluationResult evaluate(int64_t max_utterances, const Callback& on_separation);
+  // Separates one new mixture given as a list line ("name path").
+  Separation separate(const DataLine& mixture);
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Separator;
+  TaskSeparation(Separator& owner, const std::string& task);
+  Separation reconstruct(const std::string& utterance, const TensorMap& outputs,
+                         const DataLine* line);
+  void ensure_loaded(const TensorMap& inputs, const std::map<std::string, torch::Tensor>& lengths);
+
+  Separator& owner_;
+  std::string name_;
+  const ConfigSection* section_;
+  ReconstructorPtr reconstructor_;
+  std::unique_ptr<SectionReader> mixture_, usedbins_;
+  std::unique_ptr<TaskLossEvaluator> evaluator_;  // test data (test only)
+  std::unique_ptr<ModelGraph> graph_;             // new mixtures (separate only)
+  bool loaded_ = false;
+};
+
+class Separator {
+ public:
+  // The model of stage `segment` (<expdir>/<segment>/model/model.pt), or with `early` the latest
+  // validated checkpoint of the training.
+  Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment, bool early);
+  std::unique_ptr<TaskSeparation> task(const std::string& name, bool with_test_data = true);
+  const Recipe& recipe() const { return recipe_; }
+
+ private:
+  friend class TaskSeparation;
+  void load_parameters(const std::set<std::string>& models);
+  const Recipe& recipe_;
+  std::string segment_;
+  fs::path model_file_;
+  std::unique_ptr<ModelBank> bank_;
+  StoreCache stores_;
+};
+
+}  // namespace nabu::cli

@@ -1,0 +1,87 @@
+// `nabu train`: the segment-length curriculum of SPEC §2.b, one MultiTaskTrainer per stage.
+#include <csignal>
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "nabu/cli/commands/cli.h"
+#include "nabu/cli/commands/training_run.h"
+#include "nabu/core/error.h"
+#include "nabu/distributed/launcher.h"
+#include "nabu/distributed/process_group.h"
+
+namespace nabu::cli {
+
+namespace {
+
+// `--workers=N`: the same command N times without --workers, the threads split between them.
+int launch_workers(const std::vector<std::string>& args, int workers, int threads) {
+  LaunchOptions launch;
+  launch.workers = workers;
+  launch.arguments.push_back("train");
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& argument = args[i];
+    if (argument == "--workers" || argument == "--threads") {
+      ++i;  // the value is the next argument
+      continue;
+    }
+    if (argument.rfind("--workers=", 0) == 0 || argument.rfind("--threads=", 0) == 0) continue;
+    launch.arguments.push_back(argument);
+  }
+  int total = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  launch.arguments.push_back("--threads=" + std::to_string(std::max(1, total / workers)));
+  spdlog::info("starting {} local workers with {} thread(s) each", workers,
+               std::max(1, total / workers));
+  return launch_local_workers(launch);
+}
+
+}  // namespace
+
+int cmd_train(const std::vector<std::string>& args) {
+  CommonOptions common;
+  TrainingRunOptions run;
+  std::string resume;
+  po::options_description description("Options");
+  add_common_options(description, common);
+  description.add_options()
+      ("resume", po::value(&resume)->implicit_value("True"),
+       "continue the experiment in --expdir from its latest checkpoint, at the exact step")
+      ("overwrite", po::bool_switch(&run.overwrite),
+       "start over in an --expdir that already holds a training")
+      ("deterministic", po::bool_switch(&run.deterministic),
+       "deterministic algorithms: two runs with the same seed and threads are bit-identical")
+      ("max-steps", po::value(&run.max_steps)->default_value(-1),
+       "stop every stage after this many updates (smoke tests; -1 = no limit)")
+      ("workers", po::value(&run.workers)->default_value(1),
+       "data-parallel worker processes on this machine (see README: distributed training)")
+      ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),
+       "seconds a distributed worker waits for the others before it stops with an error");
+  if (!parse_command_line(
+          "train",
+          "Trains the models of a recipe: one stage per value of [trainer] segment_lengths, each\n"
+          "initialised from the previous stage's best model. Writes <expdir>/<stage>/{metrics.jsonl,\n"
+          "logdir/, model/} and <expdir>/val_sum.json; the recipe as used is copied to <expdir>.\n\n"
+          "Examples:\n"
+          "  nabu train --recipe=recipes/SS/DBLSTM/toy_DC_2spk --expdir=exp/dc\n"
+          "  nabu train --expdir=exp/dc --resume\n"
+          "  nabu train --recipe=... --expdir=exp/small --set model.cfg:main:num_units=64",
+          args, description))
+    return 0;
+  require(common.expdir, "expdir", "train");
+  if (run.workers < 1) throw Error("--workers must be at least 1");
+  if (run.dist_timeout_seconds < 1) throw Error("--dist-timeout must be at least 1 second");
+  if (run.workers > 1) {
+    if (DistributedEnvironment::from_environment().distributed())
+      throw Error("--workers cannot be used in a process started with WORLD_SIZE > 1");
+    return launch_workers(args, run.workers, common.threads);
+  }
+  run.resume = !resume.empty() && parse_flag(resume, "resume");
+  if (!run.resume) require(common.recipe, "recipe", "train");
+  apply_common_options(common);
+  run.common = common;
+  return run_training(run);
+}
+
+}  // namespace nabu::cli

@@ -1,0 +1,41 @@
+// Everything needed to continue a stage exactly: parameters, optimizer states, step, validation
+// state (with the learning-rate factor), pipeline positions and the RNG state. Written to a
+// temporary file and renamed; the previous checkpoint is kept as <name>.prev.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nabu/neuralnetworks/trainers/validation_policy.h"
+#include "nabu/pipeline/input_pipeline.h"
+
+namespace nabu {
+
+struct TrainingCheckpoint {
+  std::string stage;
+  int64_t step = 0;
+  int64_t num_steps = 0;
+  bool finished = false;  // the stage ended (early stop or step limit)
+  ValidationState validation;
+  std::map<std::string, PipelinePosition> positions;  // "<task>/<linked set>"
+  std::map<std::string, torch::Tensor> parameters;    // bank parameters and buffers by name
+  torch::Tensor rng_state;                            // CPU generator state
+};
+
+// Writes `checkpoint` plus the optimizers' states (archive "optimizer/<i>") to `path`.
+void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint,
+                     const std::vector<torch::optim::Optimizer*>& optimizers);
+// Reads a checkpoint; loads the optimizers' states when given (they must be built alike).
+TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
+                                   const std::vector<torch::optim::Optimizer*>& optimizers);
+
+// The CPU generator state (for input noise and dropout) and its restore.
+torch::Tensor cpu_rng_state();
+void set_cpu_rng_state(const torch::Tensor& state);
+
+}  // namespace nabu

@@ -1,0 +1,90 @@
+#include "nabu/neuralnetworks/trainers/task_trainer.h"
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+#include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
+
+namespace nabu {
+
+TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg,
+                         const ConfigFile& database, const TrainerOptions& options,
+                         const StageSettings& stage, ModelBank& bank, StoreCache& stores, int rank,
+                         int world_size, uint64_t seed)
+    : spec_(read_task_spec(section, TaskRole::kTrain)),
+      graph_(std::make_unique<ModelGraph>(section, bank)), loss_(make_loss(section, loss_cfg)) {
+  std::string what = "training task [" + spec_.name + "]";
+  for (std::size_t i = 0; i < spec_.linked_sets.size(); ++i) {
+    const LinkedSet& set = spec_.linked_sets[i];
+    auto examples = std::make_shared<ExampleSet>(set.inputs, set.targets, database,
+                                                 stage.segment_length, stores, what);
+    // trainset_frac keeps the first int(N * frac) examples (SPEC §2.a).
+    examples->truncate(static_cast<int64_t>(examples->size() * spec_.trainset_frac));
+    if (examples->size() == 0) section.fail("trainset_frac", "leaves no training example");
+    num_examples_ = examples->size();  // the last linked set wins, as in the original
+    BatchPlanOptions plan;
+    plan.batch_size = stage.batch_size;
+    plan.numbuckets = options.numbuckets;
+    plan.shuffle = options.shuffle;
+    // Each task and linked set gets its own stream of the run's seed.
+    plan.seed = seed * 1000003ULL + stable_hash(spec_.name + "/" + set.name);
+    plan.rank = rank;
+    plan.world_size = world_size;
+    pipelines_.push_back(
+        {set, std::make_unique<InputPipeline>(examples, plan, /*cycle=*/true, options.prefetch)});
+  }
+}
+
+void TaskTrainer::materialize() {
+  torch::NoGradGuard no_grad;
+  const auto& examples = pipelines_.front().pipeline->examples();
+  Batch batch = examples.load({0});
+  graph_->materialize(model_inputs(batch, spec_.input_names), batch.lengths);
+  parameters_ = graph_->parameters();
+  gradients_.assign(parameters_.size(), torch::Tensor());
+}
+
+void TaskTrainer::reset_accumulators() {
+  for (auto& gradient : gradients_) gradient = torch::Tensor();
+  loss_sum_ = norm_sum_ = 0;
+  examples_ = frames_ = 0;
+}
+
+void TaskTrainer::run_minibatch() {
+  for (auto& [set, pipeline] : pipelines_) {
+    auto batch = pipeline->next();
+    if (!batch) throw Error("training data of task " + spec_.name + " ended unexpectedly");
+    const auto& lengths = batch->lengths.at(spec_.input_names.front());
+    auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
+                                   /*training=*/true);
+    auto result = (*loss_)(batch_targets(*batch, spec_.target_names), outputs, lengths);
+    auto loss = result.loss * set.weight;
+    loss_sum_ += loss.item<double>();
+    norm_sum_ += result.norm.item<double>() * set.weight;
+    examples_ += batch->size();
+    frames_ += batch->real_frames;
+    if (parameters_.empty()) continue;
+    auto gradients = torch::autograd::grad({loss}, parameters_, /*grad_outputs=*/{},
+                                           /*retain_graph=*/false, /*create_graph=*/false,
+                                           /*allow_unused=*/true);
+    for (std::size_t i = 0; i < gradients.size(); ++i) {
+      if (!gradients[i].defined()) continue;
+      gradients_[i] = gradients_[i].defined() ? gradients_[i] + gradients[i] : gradients[i];
+    }
+  }
+}
+
+std::map<std::string, PipelinePosition> TaskTrainer::positions() const {
+  std::map<std::string, PipelinePosition> out;
+  for (const auto& entry : pipelines_)
+    out[spec_.name + "/" + entry.set.name] = entry.pipeline->position();
+  return out;
+}
+
+void TaskTrainer::seek(const std::map<std::string, PipelinePosition>& positions) {
+  for (auto& entry : pipelines_) {
+    auto it = positions.find(spec_.name + "/" + entry.set.name);
+    if (it != positions.end()) entry.pipeline->seek(it->second);
+  }
+}
+
+}  // namespace nabu

@@ -1,0 +1,67 @@
+// One training task (SPEC §2.a TaskTrainer): its pipelines (one per linked set), graph and loss.
+// A minibatch adds the gradient of its (weighted, unnormalised) loss to the task's accumulators,
+// only for the parameters of the models the task uses.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "nabu/core/config.h"
+#include "nabu/neuralnetworks/loss_computers/loss_computer.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/neuralnetworks/models/model_graph.h"
+#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/pipeline/input_pipeline.h"
+
+namespace nabu {
+
+class TaskTrainer {
+ public:
+  TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg, const ConfigFile& database,
+              const TrainerOptions& options, const StageSettings& stage, ModelBank& bank,
+              StoreCache& stores, int rank, int world_size, uint64_t seed);
+
+  const std::string& name() const { return spec_.name; }
+  const TaskSpec& spec() const { return spec_; }
+  std::set<std::string> used_models() const { return graph_->used_models(); }
+  // Trainable parameters of the models this task uses, in a fixed order.
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+  // Examples per epoch of the (last) linked set, for num_steps (SPEC §2.a).
+  int64_t num_examples() const { return num_examples_; }
+  // Builds the lazily created parameters with one forward pass on a real example.
+  void materialize();
+
+  void reset_accumulators();
+  // One minibatch of every linked set: forward, loss, gradients added to the accumulators.
+  void run_minibatch();
+  double loss_sum() const { return loss_sum_; }
+  double norm_sum() const { return norm_sum_; }
+  int64_t examples_seen() const { return examples_; }
+  int64_t frames_seen() const { return frames_; }
+  // Accumulated gradients, aligned with parameters() (undefined = no contribution).
+  std::vector<torch::Tensor>& gradients() { return gradients_; }
+  // Sets the accumulated sums (after an all-reduce over ranks).
+  void set_sums(double loss, double norm) { loss_sum_ = loss, norm_sum_ = norm; }
+
+  std::map<std::string, PipelinePosition> positions() const;
+  void seek(const std::map<std::string, PipelinePosition>& positions);
+
+ private:
+  struct SetPipeline {
+    LinkedSet set;
+    std::unique_ptr<InputPipeline> pipeline;
+  };
+  TaskSpec spec_;
+  std::unique_ptr<ModelGraph> graph_;
+  LossPtr loss_;
+  std::vector<SetPipeline> pipelines_;
+  std::vector<torch::Tensor> parameters_, gradients_;
+  int64_t num_examples_ = 0;
+  double loss_sum_ = 0, norm_sum_ = 0;
+  int64_t examples_ = 0, frames_ = 0;
+};
+
+}  // namespace nabu

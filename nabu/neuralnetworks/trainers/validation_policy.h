@@ -1,0 +1,67 @@
+// The validation decision rule of the original MultiTaskTrainer (SPEC §2.a), as a small pure
+// state machine: (validation losses, state) -> decision. One track per validation task in
+// acc_steps mode, else one track for the weighted total.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace nabu {
+
+struct ValidationPolicyOptions {
+  int max_tries = 3;  // -1: never stop on the count of tries (num_tries = None)
+  bool reset_tries = true;
+  bool valid_adapt = false;  // halve the learning rate when worse
+  bool go_back = false;      // return to the last validated state when worse
+  int num_tracks = 1;
+};
+
+struct ValidationTrack {
+  static constexpr double kInitial = 1.79e308;  // the original's "infinite" start value
+  double best = kInitial;
+  double previous = kInitial;
+  std::deque<double> relative;  // last num_tries relative improvements
+  int tries = 0;
+};
+
+struct ValidationState {
+  std::vector<ValidationTrack> tracks;
+  int64_t validated_step = 0;
+  double lr_factor = 1.0;
+  bool initialised() const { return !tracks.empty(); }
+};
+
+struct ValidationDecision {
+  std::vector<bool> improved;  // per track
+  bool terminate = false;      // restore the best state and stop
+  bool go_back = false;        // restore the last validated state and continue
+  bool halve_lr = false;
+  bool save_validated = false;  // this is the new best state: save it
+  std::string reason;           // why terminate (for the log)
+};
+
+class ValidationPolicy {
+ public:
+  explicit ValidationPolicy(ValidationPolicyOptions options);
+  ValidationState initial_state(int64_t first_validation_step) const;
+  // Applies one validation (losses: one per track) at `global_step` and updates `state`.
+  ValidationDecision update(const std::vector<double>& losses, int64_t global_step,
+                            ValidationState& state) const;
+  const ValidationPolicyOptions& options() const { return options_; }
+
+ private:
+  ValidationPolicyOptions options_;
+};
+
+// The learning rate of the original: initial * decay^(step / num_steps) * lr_factor
+// (tf.train.exponential_decay without staircase).
+double learning_rate(double initial, double decay, int64_t step, int64_t num_steps,
+                     double lr_factor);
+
+// (num_epochs * examples) // (batch_size * numbatches_to_aggregate * world_size), SPEC §2.a.
+int64_t steps_for_task(int num_epochs, int64_t examples, int batch_size,
+                       int numbatches_to_aggregate, int world_size = 1);
+
+}  // namespace nabu

@@ -1,0 +1,41 @@
+// On-the-fly data of one database section (SPEC §2.g): the reconstructor's and scorer's side data
+// (org_mix, usedbins, org_src, base) and `nabu separate`'s inputs are computed from the list
+// file with the section's processor, matched by utterance name (the original matches by line
+// position, which breaks when anything was skipped).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nabu/core/recipe.h"
+#include "nabu/processing/data_list.h"
+#include "nabu/processing/processor.h"
+
+namespace nabu {
+
+class SectionReader {
+ public:
+  // Loads the processor (with its global MVN statistics when it needs them) and the list.
+  SectionReader(const Recipe& recipe, const std::string& section_name);
+
+  const std::string& section() const { return section_; }
+  bool has(const std::string& utterance) const { return index_.count(utterance) > 0; }
+  const DataLine& line(const std::string& utterance) const;
+  // The processed data of an utterance of the list; errors name the section and utterance.
+  torch::Tensor read(const std::string& utterance, int* sample_rate = nullptr) const;
+  // The processed data of any line (e.g. a new mixture for `nabu separate`).
+  torch::Tensor process(const DataLine& line, int* sample_rate = nullptr) const;
+  const Processor& processor() const { return *processor_; }
+  const FeatureOptions* feature_options() const { return processor_->feature_options(); }
+
+ private:
+  std::string section_;
+  ProcessorPtr processor_;
+  std::vector<DataLine> lines_;
+  std::map<std::string, std::size_t> index_;
+};
+
+}  // namespace nabu
