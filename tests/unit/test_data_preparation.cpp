@@ -14,24 +14,10 @@
 using namespace nabu;
 using nabu::testing::run_nabu;
 using nabu::testing::TempDir;
+using nabu::testing::write_noise_wav;
 using nabu::testing::write_text;
 
 namespace {
-
-void write_noise_wav(const std::filesystem::path& path, int length, unsigned seed, int rate = 8000) {
-  std::filesystem::create_directories(path.parent_path());
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> normal(0.0, 3000.0);
-  std::vector<short> pcm(length);
-  for (auto& x : pcm) x = static_cast<short>(std::max(-32000.0, std::min(32000.0, normal(generator))));
-  SF_INFO info{};
-  info.samplerate = rate;
-  info.channels = 1;
-  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
-  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
-  sf_writef_short(file, pcm.data(), pcm.size());
-  sf_close(file);
-}
 
 // A small corpus and recipe in `root` (paths relative to root, which is the working directory).
 void make_mini_recipe(const std::filesystem::path& root, int utterances = 6) {

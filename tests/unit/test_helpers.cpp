@@ -1,7 +1,9 @@
 #include "test_helpers.h"
 
+#include <sndfile.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -32,6 +34,26 @@ void write_text(const fs::path& path, const std::string& text) {
   out << text;
 }
 
+void write_pcm16_wav(const fs::path& path, const std::vector<short>& samples, int rate) {
+  fs::create_directories(path.parent_path());
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = 1;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  if (!file) throw std::runtime_error("cannot write " + path.string());
+  sf_writef_short(file, samples.data(), static_cast<sf_count_t>(samples.size()));
+  sf_close(file);
+}
+
+void write_noise_wav(const fs::path& path, int length, unsigned seed, int rate) {
+  std::mt19937 generator(seed);
+  std::normal_distribution<double> normal(0.0, 3000.0);
+  std::vector<short> pcm(length);
+  for (auto& x : pcm) x = static_cast<short>(std::max(-32000.0, std::min(32000.0, normal(generator))));
+  write_pcm16_wav(path, pcm, rate);
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream buffer;
@@ -39,11 +61,10 @@ std::string read_text(const fs::path& path) {
   return buffer.str();
 }
 
-CommandResult run_nabu(const std::string& args, const fs::path& cwd) {
-  std::string command = "cd '" + cwd.string() + "' && '" + std::string(NABU_BINARY) + "' " + args +
-                        " 2>&1";
+CommandResult run_shell(const std::string& command, const fs::path& cwd) {
+  std::string line = "cd '" + cwd.string() + "' && " + command + " 2>&1";
   CommandResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
+  FILE* pipe = ::popen(line.c_str(), "r");
   if (!pipe) throw std::runtime_error("popen failed");
   std::array<char, 4096> buffer{};
   std::size_t n;
@@ -52,6 +73,10 @@ CommandResult run_nabu(const std::string& args, const fs::path& cwd) {
   int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+CommandResult run_nabu(const std::string& args, const fs::path& cwd) {
+  return run_shell("'" + std::string(NABU_BINARY) + "' " + args, cwd);
 }
 
 fs::path source_dir() { return fs::path(NABU_SOURCE_DIR); }

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace nabu::testing {
 
@@ -21,12 +22,18 @@ class TempDir {
 };
 
 void write_text(const fs::path& path, const std::string& text);
+// A mono 16-bit PCM wav (creating its folder).
+void write_pcm16_wav(const fs::path& path, const std::vector<short>& samples, int rate = 8000);
+// Gaussian noise of standard deviation 3000 (int16 scale), seeded.
+void write_noise_wav(const fs::path& path, int length, unsigned seed, int rate = 8000);
 std::string read_text(const fs::path& path);
 
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
 };
+// Runs a shell command line in `cwd`, collecting stdout and stderr.
+CommandResult run_shell(const std::string& command, const fs::path& cwd);
 // Runs the nabu binary with `args` (a shell-quoted string) in `cwd`.
 CommandResult run_nabu(const std::string& args, const fs::path& cwd = fs::current_path());
 

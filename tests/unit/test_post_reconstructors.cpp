@@ -174,7 +174,9 @@ TEST(PostReconstructors, StackedmasksLayoutAndActivations) {
                                                     : x0;
         ASSERT_NEAR(masks[0][t][f].item<double>(), expected, 1e-5) << activation;
       }
-    if (activation != "None") EXPECT_GT(scene.separation_quality(masks), 15.0) << activation;
+    if (activation != "None") {
+      EXPECT_GT(scene.separation_quality(masks), 15.0) << activation;
+    }
   }
   // Default activation is softmax; the [T, F, S] layout is accepted too.
   auto config = parse("[t]\nreconstruct_type = stackedmasks\norg_mix = m\nnrs = 2\n");

@@ -47,7 +47,8 @@ int cmd_train(const std::vector<std::string>& args) {
   add_common_options(description, common);
   description.add_options()
       ("resume", po::value(&resume)->implicit_value("True"),
-       "continue the experiment in --expdir from its latest checkpoint, at the exact step")
+       "continue the experiment in --expdir from its latest checkpoint, at the exact step, with\n"
+       "the --seed, --max-steps and --deterministic of its first run")
       ("overwrite", po::bool_switch(&run.overwrite),
        "start over in an --expdir that already holds a training")
       ("deterministic", po::bool_switch(&run.deterministic),

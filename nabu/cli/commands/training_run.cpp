@@ -54,10 +54,37 @@ bool has_training(const fs::path& expdir) {
   return false;
 }
 
+// What a resumed run must repeat to continue the same experiment (the data order follows the
+// seed), recorded at the start in <expdir>/train_options.json.
+void record_run_options(const fs::path& expdir, const TrainingRunOptions& run) {
+  nlohmann::json record = {{"seed", run.common.seed},
+                           {"max_steps", run.max_steps},
+                           {"deterministic", run.deterministic}};
+  write_file_atomic(expdir / "train_options.json", record.dump(2) + "\n");
+}
+
+TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptions run) {
+  fs::path path = expdir / "train_options.json";
+  if (!fs::exists(path)) return run;
+  try {
+    auto record = nlohmann::json::parse(read_file(path));
+    run.common.seed = record.at("seed").get<std::uint64_t>();
+    run.max_steps = record.at("max_steps").get<int64_t>();
+    run.deterministic = record.at("deterministic").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": unreadable (" + std::string(e.what()) + ")");
+  }
+  return run;
+}
+
 }  // namespace
 
-int run_training(const TrainingRunOptions& run) {
+int run_training(const TrainingRunOptions& requested) {
+  const fs::path requested_expdir = requested.common.expdir;
+  const TrainingRunOptions run =
+      requested.resume ? recorded_run_options(requested_expdir, requested) : requested;
   const auto& common = run.common;
+  if (run.resume) torch::manual_seed(common.seed);
   fs::path expdir = common.expdir;
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
@@ -78,7 +105,8 @@ int run_training(const TrainingRunOptions& run) {
                   "new --expdir");
     recipe = Recipe::load(expdir);
     if (chief) log_to_file(expdir / "run.log");
-    spdlog::info("resuming the experiment in {}", expdir.string());
+    spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
+                 common.seed, run.max_steps, run.deterministic ? ", deterministic" : "");
   } else if (!chief) {
     // The chief prepares the experiment directory; the others read the recipe as given.
     recipe = Recipe::load(common.recipe, common.overrides());
@@ -99,6 +127,7 @@ int run_training(const TrainingRunOptions& run) {
     std::string overrides;
     for (const auto& spec : common.sets) overrides += spec + "\n";
     write_file_atomic(expdir / "overrides.txt", overrides);
+    record_run_options(expdir, run);
     spdlog::info("training recipe {} in {}{}", common.recipe, expdir.string(),
                  common.sets.empty() ? "" : " with overrides: " + join(common.sets, " "));
   }
