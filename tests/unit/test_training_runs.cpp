@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/processing/audio.h"
 #include "test_helpers.h"
 
 using namespace nabu;
@@ -276,6 +277,37 @@ TEST_F(TrainingRun, DivergingLossStopsNamingTaskAndStep) {
   auto validated = parameters("exp_nan/100/logdir/validated.pt");
   for (const auto& [name, tensor] : validated)
     EXPECT_TRUE(torch::isfinite(tensor).all().item<bool>()) << name;
+}
+
+TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
+  auto trained = train("exp_sep", "--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1000"
+                                  " --set test_evaluator.cfg:task_2spk:batch_size=2");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  auto tested = run_nabu("test --expdir=exp_sep --threads=1", dir_.path());
+  ASSERT_EQ(tested.exit_code, 0) << tested.output;
+  EXPECT_TRUE(fs::exists(dir_ / "exp_sep/test/reconstructions/task_2spk/s2/tt_3.wav"));
+  auto summary = nlohmann::json::parse(
+      nabu::testing::read_text(dir_ / "exp_sep/test/results_task_2spk_sdr_summary.json"));
+  EXPECT_TRUE(summary["SDR"]["SS"]["all"]["mean"].is_number());
+
+  const std::string mixture = "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
+  auto separated = run_nabu("separate --expdir=exp_sep --out=separated --threads=1 " + mixture,
+                            dir_.path());
+  ASSERT_EQ(separated.exit_code, 0) << separated.output;
+  auto input = read_audio((dir_ / mixture).string());
+  for (const std::string speaker : {"s1", "s2"}) {
+    auto output = read_audio((dir_ / ("separated/tt_0_" + speaker + ".wav")).string());
+    EXPECT_EQ(output.sample_rate, 8000);
+    EXPECT_NEAR(output.samples.size(0), input.samples.size(0), 80) << speaker;
+  }
+  // Bad input: one clear line naming the file, exit status 1, nothing written for it.
+  write_text(dir_ / "not_audio.wav", "hello");
+  for (const std::string bad : {"missing.wav", "not_audio.wav"}) {
+    auto failed = run_nabu("separate --expdir=exp_sep --out=bad_out --threads=1 " + bad, dir_.path());
+    EXPECT_EQ(failed.exit_code, 1) << failed.output;
+    EXPECT_NE(failed.output.find(bad), std::string::npos) << failed.output;
+    EXPECT_FALSE(fs::exists(dir_ / "bad_out" / (fs::path(bad).stem().string() + "_s1.wav")));
+  }
 }
 
 }  // namespace

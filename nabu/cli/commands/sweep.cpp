@@ -17,7 +17,7 @@ namespace nabu::cli {
 int cmd_sweep(const std::vector<std::string>& args) {
   CommonOptions common;
   TrainingRunOptions run;
-  std::string sweep_path;
+  std::string sweep_path, max_steps;
   int duplicates = 1, duplicates_offset = 0;
   po::options_description description("Options");
   add_common_options(description, common);
@@ -29,8 +29,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
       ("duplicates_ind_offset", po::value(&duplicates_offset)->default_value(0),
        "first duplicate index")
       ("deterministic", po::bool_switch(&run.deterministic), "deterministic algorithms")
-      ("max-steps", po::value(&run.max_steps)->default_value(-1),
-       "stop every stage after this many updates");
+      ("max-steps", po::value(&max_steps)->default_value("-1"),
+       "stop every stage after this many updates; one value per stage: 700,50");
   if (!parse_command_line(
           "sweep",
           "Trains one experiment per block of a sweep file in <expdir>/<name>, each with the\n"
@@ -43,6 +43,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
     return 0;
   require(common.recipe, "recipe", "sweep");
   require(common.expdir, "expdir", "sweep");
+  run.max_steps = parse_max_steps(max_steps);
   require(sweep_path, "sweep", "sweep");
   if (duplicates < 1) throw Error("--duplicates must be at least 1");
   apply_common_options(common);

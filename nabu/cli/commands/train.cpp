@@ -42,7 +42,7 @@ int launch_workers(const std::vector<std::string>& args, int workers, int thread
 int cmd_train(const std::vector<std::string>& args) {
   CommonOptions common;
   TrainingRunOptions run;
-  std::string resume;
+  std::string resume, max_steps;
   po::options_description description("Options");
   add_common_options(description, common);
   description.add_options()
@@ -53,8 +53,8 @@ int cmd_train(const std::vector<std::string>& args) {
        "start over in an --expdir that already holds a training")
       ("deterministic", po::bool_switch(&run.deterministic),
        "deterministic algorithms: two runs with the same seed and threads are bit-identical")
-      ("max-steps", po::value(&run.max_steps)->default_value(-1),
-       "stop every stage after this many updates (smoke tests; -1 = no limit)")
+      ("max-steps", po::value(&max_steps)->default_value("-1"),
+       "stop every stage after this many updates (smoke tests; -1 = no limit); one value per stage: 700,50")
       ("workers", po::value(&run.workers)->default_value(1),
        "data-parallel worker processes on this machine (see README: distributed training)")
       ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),
@@ -71,6 +71,7 @@ int cmd_train(const std::vector<std::string>& args) {
           args, description))
     return 0;
   require(common.expdir, "expdir", "train");
+  run.max_steps = parse_max_steps(max_steps);
   if (run.workers < 1) throw Error("--workers must be at least 1");
   if (run.dist_timeout_seconds < 1) throw Error("--dist-timeout must be at least 1 second");
   if (run.workers > 1) {

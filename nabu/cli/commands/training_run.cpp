@@ -69,7 +69,7 @@ TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptio
   try {
     auto record = nlohmann::json::parse(read_file(path));
     run.common.seed = record.at("seed").get<std::uint64_t>();
-    run.max_steps = record.at("max_steps").get<int64_t>();
+    run.max_steps = record.at("max_steps").get<std::vector<int64_t>>();
     run.deterministic = record.at("deterministic").get<bool>();
   } catch (const nlohmann::json::exception& e) {
     throw Error(path.string() + ": unreadable (" + std::string(e.what()) + ")");
@@ -78,6 +78,18 @@ TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptio
 }
 
 }  // namespace
+
+std::vector<int64_t> parse_max_steps(const std::string& text) {
+  std::vector<int64_t> values;
+  for (const auto& field : split(text, ',')) {
+    auto value = parse_int(trim(field));
+    if (!value || *value < -1)
+      throw Error("--max-steps='" + text + "': expected N or N1,N2,... (integers, -1 = no limit)");
+    values.push_back(*value);
+  }
+  if (values.empty()) throw Error("--max-steps is empty");
+  return values;
+}
 
 int run_training(const TrainingRunOptions& requested) {
   const fs::path requested_expdir = requested.common.expdir;
@@ -106,7 +118,7 @@ int run_training(const TrainingRunOptions& requested) {
     recipe = Recipe::load(expdir);
     if (chief) log_to_file(expdir / "run.log");
     spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
-                 common.seed, run.max_steps, run.deterministic ? ", deterministic" : "");
+                 common.seed, fmt::join(run.max_steps, ","), run.deterministic ? ", deterministic" : "");
   } else if (!chief) {
     // The chief prepares the experiment directory; the others read the recipe as given.
     recipe = Recipe::load(common.recipe, common.overrides());
@@ -181,7 +193,7 @@ int run_training(const TrainingRunOptions& requested) {
     RunSettings settings;
     settings.seed = common.seed + i;
     settings.resume = run.resume || has_checkpoint;
-    settings.max_steps = run.max_steps;
+    settings.max_steps = run.max_steps_of_stage(i);
     // Each stage starts from the same seed, so a resumed run rebuilds the same models.
     torch::manual_seed(settings.seed);
     MultiTaskTrainer trainer(recipe, options, stage, stage_dir, init, communicator, settings);
