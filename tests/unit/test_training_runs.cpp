@@ -15,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nabu/cli/commands/sweep_file.h"
+#include "nabu/core/error.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/processing/audio.h"
 #include "test_helpers.h"
@@ -308,6 +310,55 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
     EXPECT_NE(failed.output.find(bad), std::string::npos) << failed.output;
     EXPECT_FALSE(fs::exists(dir_ / "bad_out" / (fs::path(bad).stem().string() + "_s1.wav")));
   }
+}
+
+TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {
+  auto blocks = nabu::cli::parse_sweep_text(
+      "small\nmodel.cfg main num_units 64\ntrainer.cfg trainer batch_size 20 4\n\n\n"
+      "deep\nmodel.cfg main num_layers 3\n",
+      "sweep_file");
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].name, "small");
+  EXPECT_EQ(blocks[0].descriptions(),
+            (std::vector<std::string>{"model.cfg:main:num_units=64",
+                                      "trainer.cfg:trainer:batch_size=20 4"}));
+  EXPECT_EQ(blocks[1].name, "deep");
+  ASSERT_EQ(blocks[1].overrides.size(), 1u);
+
+  auto error_of = [](const std::string& text) {
+    try {
+      nabu::cli::parse_sweep_text(text, "sweep_file");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("a\nmodel.cfg main\n").find("sweep_file:2"), std::string::npos);
+  EXPECT_NE(error_of("a\nx y z 1\n\na\nx y z 2\n").find("used twice"), std::string::npos);
+  EXPECT_NE(error_of("two words\nx y z 1\n").find("sweep_file:1"), std::string::npos);
+  EXPECT_NE(error_of("\n\n").find("no experiment"), std::string::npos);
+  auto reference = nabu::testing::reference_recipe_dir();
+  if (!reference.empty())
+    EXPECT_EQ(nabu::cli::parse_sweep_file((reference / "sweep_file").string()).size(), 2u);
+}
+
+TEST_F(TrainingRun, SweepTrainsEveryBlockAndSkipsFinishedOnes) {
+  write_text(dir_ / "sweep_file",
+             "units4\nmodel.cfg main num_units 4\n\nunits6\nmodel.cfg main num_units 6\n");
+  const std::string command = "sweep --sweep=sweep_file --expdir=sweep --max-steps=2 " +
+                              tiny_dc("--set trainer.cfg:trainer:valid_frequency=1");
+  auto first = run_nabu(command, dir_.path());
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto csv = nabu::testing::read_text(dir_ / "sweep/sweep_summary.csv");
+  EXPECT_EQ(csv.rfind("name,100,full,status\n", 0), 0u) << csv;
+  EXPECT_NE(csv.find("units4,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("units6,"), std::string::npos) << csv;
+  EXPECT_NE(nabu::testing::read_text(dir_ / "sweep/units6/model.cfg").find("num_units = 6"),
+            std::string::npos);
+  auto again = run_nabu(command, dir_.path());
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(nabu::testing::read_text(dir_ / "sweep/sweep_summary.csv").find("done before"),
+            std::string::npos);
 }
 
 }  // namespace
