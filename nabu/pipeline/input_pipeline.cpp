@@ -38,6 +38,10 @@ void InputPipeline::seek(PipelinePosition position) {
 }
 
 void InputPipeline::loader(PipelinePosition from) {
+  // Batches are read and padded on one thread: with LibTorch's OpenMP backend a copy above the
+  // grain size would start a second thread team beside the trainer's, and on 2 cores the teams'
+  // spinning cost the trainer a quarter of its speed. (OpenMP keeps this setting per thread.)
+  at::set_num_threads(1);
   try {
     const auto lengths = examples_->lengths();
     for (int64_t epoch = from.epoch;; ++epoch) {

@@ -207,7 +207,9 @@ void MultiTaskTrainer::training_step() {
     for (auto& task : tasks_) task->run_minibatch();
 
   // Sums over ranks: one flat buffer of gradients and the (loss, norm) pair per task.
+  last_allreduce_seconds_ = 0;
   if (communicator_.world_size() > 1) {
+    auto reduce_start = Clock::now();
     for (auto& task : tasks_) {
       std::vector<torch::Tensor> buffers{
           flatten(task->gradients(), task->parameters()),
@@ -216,6 +218,7 @@ void MultiTaskTrainer::training_step() {
       unflatten(buffers[0], task->gradients(), task->parameters());
       task->set_sums(buffers[1][0].item<double>(), buffers[1][1].item<double>());
     }
+    last_allreduce_seconds_ = std::chrono::duration<double>(Clock::now() - reduce_start).count();
   }
 
   // Normalise by the task's norm (the gradient of Σloss/Σnorm), clip, check for NaN/Inf.
@@ -460,7 +463,8 @@ StageResult MultiTaskTrainer::run() {
       double lr = current_learning_rate();
       metrics_->write({{"type", "train"}, {"stage", stage_.segment_length}, {"step", step_},
                       {"loss", total}, {"task_losses", task_losses}, {"lr", lr},
-                      {"seconds", last_step_seconds_}, {"examples", examples}, {"frames", frames}});
+                      {"seconds", last_step_seconds_}, {"examples", examples}, {"frames", frames},
+                      {"allreduce_seconds", last_allreduce_seconds_}});
       if (step_ == first_step + 1 || step_ % options_.progress_every == 0 || step_ == limit) {
         double elapsed = now_seconds() - started;
         double per_step = elapsed / std::max<int64_t>(1, step_ - first_step);

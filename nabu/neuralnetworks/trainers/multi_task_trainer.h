@@ -93,6 +93,7 @@ class MultiTaskTrainer {
   std::string stop_reason_;
   std::unique_ptr<MetricsWriter> metrics_;  // chief only
   double last_step_seconds_ = 0;
+  double last_allreduce_seconds_ = 0;  // of the last update (0 with one process)
   double checkpoint_clock_ = 0;
 };
 
