@@ -68,7 +68,8 @@ void TaskTrainer::run_minibatch() {
                                            /*allow_unused=*/true);
     for (std::size_t i = 0; i < gradients.size(); ++i) {
       if (!gradients[i].defined()) continue;
-      gradients_[i] = gradients_[i].defined() ? gradients_[i] + gradients[i] : gradients[i];
+      if (gradients_[i].defined()) gradients_[i].add_(gradients[i]);
+      else gradients_[i] = gradients[i];
     }
   }
 }
