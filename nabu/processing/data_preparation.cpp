@@ -22,6 +22,14 @@ namespace nabu {
 
 namespace {
 
+// The data lines (utterance and fields) as one stable hash: what a store was made from.
+std::string fingerprint(const std::vector<DataLine>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += line.utterance + " " + join(line.fields, " ") + "\n";
+  return fmt::format("{:016x}", stable_hash(text));
+}
+
+
 using Clock = std::chrono::steady_clock;
 
 std::string normal_path(const std::string& path) {
@@ -258,12 +266,22 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
   auto start = Clock::now();
   std::string what = "[" + name + "]";
 
-  // Which stores are still missing; a store made with another configuration is an error.
+  // Which stores are still missing; a store made with another configuration is an error, one
+  // made from other list lines (a regenerated corpus) is stale and made again.
+  auto lines = read_data_lines(options.datafiles);
+  if (lines.empty()) raw_section.fail("datafiles", "the list files contain no utterances");
+  const std::string source_lines = fingerprint(lines);
   std::vector<std::string> missing;
   for (const auto& segment : options.segment_lengths) {
     auto path = store_path(options.store_dir, segment);
     StoreMetadata metadata;
     if (!read_store_metadata(path, metadata)) {
+      missing.push_back(segment);
+      continue;
+    }
+    if (metadata.source_lines != source_lines) {
+      spdlog::info("{}: {} was made from other list lines than {}; it is made again", what,
+                   path.string(), join(options.datafiles, " "));
       missing.push_back(segment);
       continue;
     }
@@ -299,8 +317,6 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
                                              ") is computed on the fly and cannot be preprocessed; "
                                              "set preprocess = False");
   StoredType stored_type = stored_type_for_writer_style(options.writer_style);
-  auto lines = read_data_lines(options.datafiles);
-  if (lines.empty()) raw_section.fail("datafiles", "the list files contain no utterances");
   spdlog::info("{}: {} utterances -> {} (segment lengths: {})", what, lines.size(),
                options.store_dir, join(missing, " "));
   TorchThreadsGuard torch_threads(options_.workers > 1 ? 1 : torch::get_num_threads());
@@ -350,6 +366,7 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
     metadata.segment_length = segment;
     metadata.writer_style = options.writer_style;
     metadata.processor_config = config_text;
+    metadata.source_lines = source_lines;
     writers.push_back(
         std::make_unique<StoreWriter>(store_path(options.store_dir, segment), metadata));
   }

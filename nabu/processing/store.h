@@ -32,6 +32,9 @@ struct StoreMetadata {
   StoredType stored_type = StoredType::kFloat32;
   std::vector<int64_t> nontime_dims;
   std::string section, segment_length, writer_style, processor_config;
+  // Fingerprint of the data lines the store was made from ("" in stores of older builds): a
+  // regenerated corpus makes the store stale.
+  std::string source_lines;
   int64_t utterances = 0;  // source utterances (examples can be more: segments)
 };
 

@@ -132,6 +132,18 @@ TEST(DataPreparationRun, PreparesResumesAndSkipsCompleteSections) {
   EXPECT_NE(third.output.find("1 section(s) prepared, 2 already complete"), std::string::npos);
   EXPECT_TRUE(torch::equal(before, StoreReader(store_path(dir / "stores/traintargets", "20")).read(3)));
 
+  // Changed list lines (a regenerated corpus) make the stores of the sections reading them stale:
+  // they are made again, from the new lines.
+  auto lines = nabu::testing::read_text(dir / "lists/sources.scp");
+  write_text(dir / "lists/sources.scp", lines.substr(0, lines.find("\nutt5 ") + 1));
+  auto regenerated = run_nabu("data --recipe=recipe --expdir=exp", dir.path());
+  ASSERT_EQ(regenerated.exit_code, 0) << regenerated.output;
+  EXPECT_NE(regenerated.output.find("was made from other list lines"), std::string::npos)
+      << regenerated.output;
+  EXPECT_NE(regenerated.output.find("1 section(s) prepared, 2 already complete"), std::string::npos)
+      << regenerated.output;
+  EXPECT_EQ(StoreReader(store_path(dir / "stores/traintargets", "full")).size(), 5);
+
   // A changed processor config must not silently reuse the old stores.
   auto changed = run_nabu(
       "data --recipe=recipe --expdir=exp --set target_processor.cfg:processor:nfft=512", dir.path());
