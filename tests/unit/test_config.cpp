@@ -8,21 +8,13 @@
 #include "test_helpers.h"
 
 using namespace nabu;
+using nabu::testing::error_of;
 using nabu::testing::TempDir;
 using nabu::testing::write_text;
 
 namespace {
 
 ConfigFile parse(const std::string& text) { return ConfigFile::parse(text, "t.cfg"); }
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include "test_helpers.h"
 
 using namespace nabu;
+using nabu::testing::error_of;
 using nabu::testing::run_nabu;
 using nabu::testing::TempDir;
 using nabu::testing::write_noise_wav;
@@ -55,15 +56,6 @@ void make_mini_recipe(const std::filesystem::path& root, int utterances = 6) {
              "processor_config = target_processor.cfg\nsegment_lengths = globalvars\n"
              "[testorgmix]\ndatafiles = lists/mix.scp\npreprocess = False\n"
              "processor_config = feature_processor.cfg\n");
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "test_helpers.h"
 
+#include "nabu/core/error.h"
+
 #include <sndfile.h>
 #include <unistd.h>
 
@@ -77,6 +79,15 @@ CommandResult run_shell(const std::string& command, const fs::path& cwd) {
 
 CommandResult run_nabu(const std::string& args, const fs::path& cwd) {
   return run_shell("'" + std::string(NABU_BINARY) + "' " + args, cwd);
+}
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 fs::path source_dir() { return fs::path(NABU_SOURCE_DIR); }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct CommandResult {
 CommandResult run_shell(const std::string& command, const fs::path& cwd);
 // Runs the nabu binary with `args` (a shell-quoted string) in `cwd`.
 CommandResult run_nabu(const std::string& args, const fs::path& cwd = fs::current_path());
+
+// The message of the nabu::Error that `action` throws ("" when it throws none).
+std::string error_of(const std::function<void()>& action);
 
 // The source tree (for shipped recipes and reference fixtures).
 fs::path source_dir();

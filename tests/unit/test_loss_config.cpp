@@ -14,21 +14,13 @@
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
+#include "test_helpers.h"
 #include "test_loss_helpers.h"
 
 using namespace nabu;
 using namespace nabu::testing;
 
 namespace {
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 ConfigFile trainer_with(const std::string& loss_type) {
   return ConfigFile::parse("[task_2spk]\nloss_type = " + loss_type + "\n", "trainer.cfg");

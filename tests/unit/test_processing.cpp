@@ -16,6 +16,7 @@
 #include "test_helpers.h"
 
 using namespace nabu;
+using nabu::testing::error_of;
 using nabu::testing::TempDir;
 using nabu::testing::write_text;
 
@@ -55,15 +56,6 @@ ConfigFile processor_config(const std::string& body) {
 
 DataLine line_of(const std::string& utterance, std::vector<std::string> fields) {
   return DataLine{utterance, std::move(fields), "list.scp:1"};
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

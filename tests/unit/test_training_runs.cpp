@@ -120,18 +120,6 @@ void expect_same_parameters(const std::map<std::string, torch::Tensor>& a,
   }
 }
 
-// The training loss of every update of a stage (metrics.jsonl).
-std::vector<double> training_losses(const fs::path& metrics) {
-  std::vector<double> losses;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto record = nlohmann::json::parse(line);
-    if (record["type"] == "train") losses.push_back(record["loss"].get<double>());
-  }
-  return losses;
-}
-
 // The training loss by update number (the last record of each update).
 std::map<int64_t, double> training_losses_by_step(const fs::path& metrics) {
   std::map<int64_t, double> losses;
@@ -210,13 +198,14 @@ TEST_F(TrainingRun, AccumulatedMinibatchesEqualOneLargeBatch) {
   ASSERT_EQ(accumulated.exit_code, 0) << accumulated.output;
   auto large = train("exp_large", common + " --set 'trainer.cfg:trainer:batch_size=8 2'");
   ASSERT_EQ(large.exit_code, 0) << large.output;
-  auto acc_losses = training_losses(dir_ / "exp_acc/100/metrics.jsonl");
-  auto large_losses = training_losses(dir_ / "exp_large/100/metrics.jsonl");
+  auto acc_losses = training_losses_by_step(dir_ / "exp_acc/100/metrics.jsonl");
+  auto large_losses = training_losses_by_step(dir_ / "exp_large/100/metrics.jsonl");
   ASSERT_EQ(acc_losses.size(), 2u);
   ASSERT_EQ(large_losses.size(), 2u);
-  EXPECT_NE(large_losses[0], large_losses[1]) << "the first update changed nothing";
-  for (std::size_t i = 0; i < 2; ++i)
-    EXPECT_NEAR(acc_losses[i], large_losses[i], 1e-5 * std::abs(large_losses[i])) << "update " << i + 1;
+  EXPECT_NE(large_losses[1], large_losses[2]) << "the first update changed nothing";
+  for (int64_t step = 1; step <= 2; ++step)
+    EXPECT_NEAR(acc_losses[step], large_losses[step], 1e-5 * std::abs(large_losses[step]))
+        << "update " << step;
 }
 
 TEST_F(TrainingRun, TwoWorkersEqualOneWorkerAggregatingTwice) {
@@ -229,14 +218,14 @@ TEST_F(TrainingRun, TwoWorkersEqualOneWorkerAggregatingTwice) {
   // The stage models are the step-0 validated ones here; the training losses of updates 2 and 3
   // are computed with the parameters the earlier updates produced.
   for (const std::string stage : {"100", "full"}) {
-    auto one_losses = training_losses(dir_ / ("exp_one/" + stage + "/metrics.jsonl"));
-    auto two_losses = training_losses(dir_ / ("exp_two/" + stage + "/metrics.jsonl"));
+    auto one_losses = training_losses_by_step(dir_ / ("exp_one/" + stage + "/metrics.jsonl"));
+    auto two_losses = training_losses_by_step(dir_ / ("exp_two/" + stage + "/metrics.jsonl"));
     ASSERT_EQ(one_losses.size(), 3u) << stage;
     ASSERT_EQ(two_losses.size(), 3u) << stage;
-    EXPECT_NE(one_losses[0], one_losses[2]) << stage;
-    for (std::size_t i = 0; i < 3; ++i)
-      EXPECT_NEAR(one_losses[i], two_losses[i], 1e-5 * std::abs(one_losses[i]))
-          << stage << " update " << i + 1;
+    EXPECT_NE(one_losses[1], one_losses[3]) << stage;
+    for (int64_t step = 1; step <= 3; ++step)
+      EXPECT_NEAR(one_losses[step], two_losses[step], 1e-5 * std::abs(one_losses[step]))
+          << stage << " update " << step;
     expect_same_parameters(parameters("exp_one/" + stage + "/logdir/latest.pt"),
                            parameters("exp_two/" + stage + "/logdir/latest.pt"), 1e-4);
   }
@@ -350,8 +339,9 @@ TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {
   EXPECT_NE(error_of("two words\nx y z 1\n").find("sweep_file:1"), std::string::npos);
   EXPECT_NE(error_of("\n\n").find("no experiment"), std::string::npos);
   auto reference = nabu::testing::reference_recipe_dir();
-  if (!reference.empty())
+  if (!reference.empty()) {
     EXPECT_EQ(nabu::cli::parse_sweep_file((reference / "sweep_file").string()).size(), 2u);
+  }
 }
 
 TEST_F(TrainingRun, SweepTrainsEveryBlockAndSkipsFinishedOnes) {

@@ -1,7 +1,5 @@
 // `nabu train`: the segment-length curriculum of SPEC §2.b, one MultiTaskTrainer per stage.
-#include <csignal>
 #include <algorithm>
-#include <fstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -31,9 +29,9 @@ int launch_workers(const std::vector<std::string>& args, int workers, int thread
     launch.arguments.push_back(argument);
   }
   int total = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-  launch.arguments.push_back("--threads=" + std::to_string(std::max(1, total / workers)));
-  spdlog::info("starting {} local workers with {} thread(s) each", workers,
-               std::max(1, total / workers));
+  int per_worker = std::max(1, total / workers);
+  launch.arguments.push_back("--threads=" + std::to_string(per_worker));
+  spdlog::info("starting {} local workers with {} thread(s) each", workers, per_worker);
   return launch_local_workers(launch);
 }
 

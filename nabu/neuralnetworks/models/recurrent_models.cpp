@@ -171,22 +171,25 @@ class RecurrentStackModel : public Model {
     }
   }
 
-  // One direction of fused layer `l` on [B, T, F] with its own parameters (w_ih, w_hh, b_ih,
-  // b_hh of that direction).
-  torch::Tensor run_direction_fused(std::size_t l, const torch::Tensor& x,
-                                    std::vector<torch::Tensor> parameters, bool training) {
+  // Fused layer `l` on [B, T, F]: one direction with its own parameters (w_ih, w_hh, b_ih, b_hh),
+  // or both directions in one call with all eight (only for a batch without padding).
+  torch::Tensor run_fused(std::size_t l, const torch::Tensor& x,
+                          const std::vector<torch::Tensor>& parameters, bool bidirectional,
+                          bool training) {
     const int64_t units = spec_.units[l];
-    auto h0 = torch::zeros({1, x.size(0), units}, x.options());
+    auto h0 = torch::zeros({bidirectional ? 2 : 1, x.size(0), units}, x.options());
     switch (spec_.kind) {
       case CellKind::kLstm:
         return std::get<0>(torch::lstm(x, {h0, torch::zeros_like(h0)}, parameters, true, 1, 0.0,
-                                       training, false, true));
+                                       training, bidirectional, true));
       case CellKind::kGru:
-        return std::get<0>(torch::gru(x, h0, parameters, true, 1, 0.0, training, false, true));
+        return std::get<0>(torch::gru(x, h0, parameters, true, 1, 0.0, training, bidirectional, true));
       case CellKind::kRnn:
         return std::get<0>(spec_.rnn_activation == Activation::kRelu
-                               ? torch::rnn_relu(x, h0, parameters, true, 1, 0.0, training, false, true)
-                               : torch::rnn_tanh(x, h0, parameters, true, 1, 0.0, training, false, true));
+                               ? torch::rnn_relu(x, h0, parameters, true, 1, 0.0, training,
+                                                 bidirectional, true)
+                               : torch::rnn_tanh(x, h0, parameters, true, 1, 0.0, training,
+                                                 bidirectional, true));
     }
     return x;
   }
@@ -215,41 +218,19 @@ class RecurrentStackModel : public Model {
     torch::Tensor output = x;
     for (std::size_t l = 0; l < spec_.units.size(); ++l) {
       auto weights = fused_weights(l);
-      if (!spec_.bidirectional) {
-        output = run_direction_fused(l, output, {weights.begin(), weights.begin() + 4}, training);
-      } else if (uniform) {
-        output = run_direction_fused_bidirectional(l, output, weights, training);
+      if (!spec_.bidirectional || uniform) {
+        output = run_fused(l, output, weights, spec_.bidirectional, training);
       } else {
-        auto forward = run_direction_fused(l, output, {weights.begin(), weights.begin() + 4}, training);
+        auto forward = run_fused(l, output, {weights.begin(), weights.begin() + 4}, false, training);
         auto backward = recurrent::reverse_padded(
-            run_direction_fused(l, recurrent::reverse_padded(output, lengths),
-                                {weights.begin() + 4, weights.begin() + 8}, training),
+            run_fused(l, recurrent::reverse_padded(output, lengths),
+                      {weights.begin() + 4, weights.begin() + 8}, false, training),
             lengths);
         output = torch::cat({forward, backward}, -1);
       }
       if (spec_.dropout_every_layer) output = keep_dropout(output, spec_.dropout, training);
     }
     return zero_padding(output, lengths);
-  }
-
-  // Both directions in one fused call (no padding in the batch).
-  torch::Tensor run_direction_fused_bidirectional(std::size_t l, const torch::Tensor& x,
-                                                  const std::vector<torch::Tensor>& parameters,
-                                                  bool training) {
-    const int64_t units = spec_.units[l];
-    auto h0 = torch::zeros({2, x.size(0), units}, x.options());
-    switch (spec_.kind) {
-      case CellKind::kLstm:
-        return std::get<0>(torch::lstm(x, {h0, torch::zeros_like(h0)}, parameters, true, 1, 0.0,
-                                       training, true, true));
-      case CellKind::kGru:
-        return std::get<0>(torch::gru(x, h0, parameters, true, 1, 0.0, training, true, true));
-      case CellKind::kRnn:
-        return std::get<0>(spec_.rnn_activation == Activation::kRelu
-                               ? torch::rnn_relu(x, h0, parameters, true, 1, 0.0, training, true, true)
-                               : torch::rnn_tanh(x, h0, parameters, true, 1, 0.0, training, true, true));
-    }
-    return x;
   }
 
   torch::Tensor forward_cells(const torch::Tensor& x, const torch::Tensor& lengths,
