@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 sys.path.insert(0, HERE)
 import toy_audio  # noqa: E402
 import toy_content  # noqa: E402
+import ideal_mask_gain  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(HERE), "make_toy_corpus")
 
@@ -106,11 +107,38 @@ class SignalTest(unittest.TestCase):
                 toy_audio.check_mixture(paths[0], paths[1:])
 
 
+class IdealMaskTest(unittest.TestCase):
+    def test_stft_round_trip_is_exact(self):
+        x = np.random.RandomState(3).randn(4000)
+        spectrum = ideal_mask_gain.stft(x)
+        length = (spectrum.shape[0] - 1) * ideal_mask_gain.HOP + ideal_mask_gain.FRAME
+        y = ideal_mask_gain.istft(spectrum, length)
+        np.testing.assert_allclose(y, x[:length], atol=1e-9)
+
+    def test_disjoint_sources_separate_and_identical_ones_do_not(self):
+        t = np.arange(16000) / 8000.0
+        low, high = 8000 * np.sin(2 * np.pi * 300 * t), 8000 * np.sin(2 * np.pi * 2100 * t)
+        with tempfile.TemporaryDirectory() as tmp:
+            def entry(name, sources):
+                paths = [os.path.join(tmp, "%s_%d.wav" % (name, i)) for i in range(3)]
+                for path, x in zip(paths, [sum(sources)] + sources):
+                    toy_audio.write_wav(path, np.round(x).astype(np.int16))
+                return (name, paths[0], paths[1:])
+            disjoint = ideal_mask_gain.measure([entry("disjoint", [low, high])])
+            same = ideal_mask_gain.measure([entry("same", [low, 0.5 * low])])
+        self.assertGreater(min(disjoint), 25)
+        # The louder copy takes every bin, so its estimate is the mixture (gain 0 dB) and the
+        # quieter one's is silence: SNR 0 dB against -6.02 dB for the mixture.
+        self.assertAlmostEqual(same[0], 0.0, places=3)
+        self.assertAlmostEqual(same[1], 20 * np.log10(2), places=2)
+
+
 class ContentTest(unittest.TestCase):
     def test_speakers(self):
         ids = [s.id for s in toy_content.SPEAKERS]
         self.assertEqual(len(set(ids)), len(ids))
-        self.assertEqual(len({s.variant for s in toy_content.SPEAKERS}), len(ids))
+        voices = [(s.voice, s.variant, s.pitch) for s in toy_content.SPEAKERS]
+        self.assertEqual(len(set(voices)), len(voices))
         genders = [s.gender for s in toy_content.SPEAKERS]
         self.assertEqual(genders.count("M"), genders.count("F"))
         test = {s.id for s in toy_content.speakers_for("tt")}
@@ -120,6 +148,13 @@ class ContentTest(unittest.TestCase):
         self.assertEqual({s.id for s in toy_content.speakers_for("cv")}, train)
         self.assertEqual(sorted(s.gender for s in toy_content.speakers_for("tt")),
                          ["F"] * 3 + ["M"] * 3)
+        # Test voices stay unseen: no training speaker uses their variant or one derived from
+        # it (steph -> steph2).
+        for held_out in toy_content.speakers_for("tt"):
+            for other in toy_content.speakers_for("tr"):
+                self.assertNotRegex(other.variant.lower(),
+                                    "^%s[0-9]*$" % held_out.variant.lower(),
+                                    (held_out.id, other.id))
 
     def test_sentences_are_long_enough_and_reproducible(self):
         for n in (3, 8, 15):
@@ -128,6 +163,47 @@ class ContentTest(unittest.TestCase):
             self.assertEqual(first, again)
             self.assertGreaterEqual(len(first.split()), n)
             self.assertRegex(first, r"^[A-Za-z ]+$")
+
+
+def median_f0(path):
+    """Median pitch in Hz of the voiced 32 ms frames of a wav (autocorrelation peak)."""
+    samples, rate = toy_audio.read_wav(path)
+    x = samples.astype(np.float64)
+    n = int(0.032 * rate)
+    lo, hi = rate // 400, rate // 60
+    found = []
+    for start in range(0, len(x) - n, n // 2):
+        frame = x[start:start + n] - x[start:start + n].mean()
+        if np.abs(frame).max() < 0.1 * np.abs(x).max():
+            continue
+        corr = np.correlate(frame, frame, "full")[n - 1:]
+        lag = lo + int(np.argmax(corr[lo:hi]))
+        if corr[lag] > 0.5 * corr[0]:
+            found.append(rate / float(lag))
+    return float(np.median(found))
+
+
+@unittest.skipUnless(shutil.which("espeak-ng"), "needs espeak-ng")
+class VoicesTest(unittest.TestCase):
+    def test_every_variant_exists(self):
+        toy_audio.check_variants(toy_content.SPEAKERS)
+        unknown = toy_content.Speaker("spk99", "F", "en", "female2", 50, 160)
+        with self.assertRaisesRegex(toy_audio.CorpusError, "spk99.*female2"):
+            toy_audio.check_variants([unknown])
+
+    def test_voices_sound_like_their_gender(self):
+        # Format 2 listed 7 women who spoke with espeak-ng's default male voice (about 100 Hz).
+        text = "the quiet teacher carried a golden basket behind the old station"
+        with tempfile.TemporaryDirectory() as tmp:
+            for speaker in toy_content.SPEAKERS:
+                path = os.path.join(tmp, speaker.id + ".wav")
+                toy_audio.run(["espeak-ng", "-v", "%s+%s" % (speaker.voice, speaker.variant),
+                               "-p", str(speaker.pitch), "-w", path, text])
+                f0 = median_f0(path)
+                if speaker.gender == "M":
+                    self.assertLess(f0, 140, speaker)
+                else:
+                    self.assertGreater(f0, 145, speaker)
 
 
 @unittest.skipUnless(shutil.which("espeak-ng") and shutil.which("sox"), "needs espeak-ng and sox")

@@ -140,6 +140,26 @@ def synthesise(speaker, text, out_path, min_seconds, max_seconds):
     return seconds
 
 
+def check_variants(speakers, probe="one two three"):
+    """Raises CorpusError for a speaker whose espeak-ng variant does not exist.
+
+    espeak-ng does not fail on an unknown variant: it speaks with the language's default voice
+    and exits 0. So each variant is recognised by its output differing from that default.
+    """
+    with tempfile.TemporaryDirectory(prefix="toyvoices") as tmp:
+        def speak(voice):
+            path = os.path.join(tmp, voice.replace("+", "_") + ".wav")
+            if not os.path.exists(path):
+                run(["espeak-ng", "-v", voice, "-w", path, probe])
+            with open(path, "rb") as f:
+                return f.read()
+        for speaker in speakers:
+            if speak("%s+%s" % (speaker.voice, speaker.variant)) == speak(speaker.voice):
+                raise CorpusError("%s: espeak-ng has no voice variant '%s' (it would silently "
+                                  "use its default voice); variants are the file names under "
+                                  "espeak-ng-data/voices/!v" % (speaker.id, speaker.variant))
+
+
 def run(command):
     try:
         done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -7,58 +7,82 @@ import random
 from collections import namedtuple
 
 # One synthetic speaker = an espeak-ng language voice (accent) + a voice variant (formants, pitch
-# range, gender) + the -p pitch and -s speed (words per minute) options. Every variant is used
-# once, so no two speakers share formant settings.
+# range, gender) + the -p pitch and -s speed (words per minute) options.
+#
+# The variant must be the exact file name under espeak-ng-data/voices/!v: espeak-ng silently
+# falls back to its default male voice for an unknown one (corpus format 2 lost 12 of its 40
+# speakers that way, 7 of them listed as women). make_toy_corpus checks every variant first.
+# steph2 and steph3 are left out: they are copies of the test voice steph with small changes.
 Speaker = namedtuple("Speaker", "id gender voice variant pitch speed")
 
 SPEAKERS = [
-    Speaker("spk01", "M", "en-us", "m1", 45, 165),
-    Speaker("spk02", "M", "en", "m2", 50, 175),
-    Speaker("spk03", "M", "en-gb-scotland", "m3", 40, 155),
-    Speaker("spk04", "M", "en-029", "m4", 55, 170),
-    Speaker("spk05", "M", "en-gb-x-rp", "m6", 35, 160),
-    Speaker("spk06", "M", "en-us-nyc", "m7", 50, 185),
-    Speaker("spk07", "M", "en", "m8", 60, 150),
-    Speaker("spk08", "M", "en-us", "paul", 45, 170),
-    Speaker("spk09", "M", "en-gb-x-gbclan", "robert", 55, 160),
-    Speaker("spk10", "M", "en-us", "john", 38, 180),
-    Speaker("spk11", "M", "en-gb-x-gbcwmd", "victor", 48, 165),
-    Speaker("spk12", "M", "en", "Lee", 42, 175),
-    Speaker("spk13", "F", "en-us", "f1", 50, 170),
-    Speaker("spk14", "F", "en", "f2", 55, 160),
-    Speaker("spk15", "F", "en-gb-scotland", "f3", 45, 175),
-    Speaker("spk16", "F", "en-029", "f4", 60, 165),
-    Speaker("spk17", "F", "en-gb-x-rp", "f5", 50, 155),
-    Speaker("spk18", "F", "en-us-nyc", "linda", 40, 170),
-    Speaker("spk19", "F", "en", "anika", 45, 160),
-    Speaker("spk20", "F", "en-us", "aunty", 55, 180),
-    Speaker("spk21", "F", "en-gb-x-gbclan", "grandma", 50, 150),
-    Speaker("spk22", "F", "en-us", "steph", 48, 165),
-    Speaker("spk23", "F", "en-gb-x-gbcwmd", "Alicia", 42, 170),
-    Speaker("spk24", "F", "en", "Andrea", 52, 160),
-    # More training speakers (wsj0-2mix trains on 101): with 18 the separation of unseen
-    # same-gender voices did not generalise.
-    Speaker("spk25", "M", "en-us", "Adam", 44, 172),
-    Speaker("spk26", "M", "en-gb-x-rp", "Andy", 52, 158),
-    Speaker("spk27", "M", "en", "Benjamin", 38, 168),
-    Speaker("spk28", "M", "en-us-nyc", "Caleb", 56, 176),
-    Speaker("spk29", "M", "en-gb-scotland", "David", 47, 162),
-    Speaker("spk30", "M", "en-029", "Denis", 41, 182),
-    Speaker("spk31", "M", "en-gb-x-gbclan", "Edward", 58, 154),
-    Speaker("spk32", "M", "en-gb-x-gbcwmd", "Gene", 36, 170),
-    Speaker("spk33", "F", "en-us", "Annie", 47, 166),
-    Speaker("spk34", "F", "en-gb-x-rp", "Belinda", 58, 172),
-    Speaker("spk35", "F", "en", "female2", 44, 158),
-    Speaker("spk36", "F", "en-us-nyc", "female3", 53, 178),
-    Speaker("spk37", "F", "en-gb-scotland", "female4", 49, 162),
-    Speaker("spk38", "F", "en-029", "female5", 57, 168),
-    Speaker("spk39", "F", "en-gb-x-gbclan", "Steph2", 41, 174),
-    Speaker("spk40", "F", "en-gb-x-gbcwmd", "Steph3", 54, 156),
+    # Training and cv: 24 men, each with his own variant.
+    Speaker("spk01", "M", "en-us", "m1", 35, 150),
+    Speaker("spk02", "M", "en", "m2", 47, 165),
+    Speaker("spk03", "M", "en-gb-scotland", "m3", 59, 180),
+    Speaker("spk04", "M", "en-029", "m4", 38, 155),
+    Speaker("spk05", "M", "en-gb-x-rp", "m5", 50, 170),
+    Speaker("spk06", "M", "en-us-nyc", "m6", 62, 185),
+    Speaker("spk07", "M", "en-gb-x-gbclan", "m7", 41, 160),
+    Speaker("spk08", "M", "en-gb-x-gbcwmd", "m8", 53, 175),
+    Speaker("spk09", "M", "en-us", "robert", 65, 150),
+    Speaker("spk10", "M", "en", "victor", 44, 165),
+    Speaker("spk11", "M", "en-gb-scotland", "Lee", 56, 180),
+    Speaker("spk12", "M", "en-029", "Andy", 35, 155),
+    Speaker("spk13", "M", "en-gb-x-rp", "Denis", 47, 170),
+    Speaker("spk14", "M", "en-us-nyc", "Gene", 59, 185),
+    Speaker("spk15", "M", "en-gb-x-gbclan", "adam", 38, 160),
+    Speaker("spk16", "M", "en-gb-x-gbcwmd", "benjamin", 50, 175),
+    Speaker("spk17", "M", "en-us", "david", 62, 150),
+    Speaker("spk18", "M", "en", "edward", 41, 165),
+    Speaker("spk19", "M", "en-gb-scotland", "Alex", 53, 180),
+    Speaker("spk20", "M", "en-029", "antonio", 65, 155),
+    Speaker("spk21", "M", "en-gb-x-rp", "boris", 44, 170),
+    Speaker("spk22", "M", "en-us-nyc", "gustave", 56, 185),
+    Speaker("spk23", "M", "en-gb-x-gbclan", "Hugo", 35, 160),
+    Speaker("spk24", "M", "en-gb-x-gbcwmd", "Michael", 47, 175),
+    # Test: held-out men at low, middle and high pitch (median F0 86, 103, 114 Hz).
+    Speaker("spk25", "M", "en-us", "paul", 50, 165),
+    Speaker("spk26", "M", "en", "john", 50, 175),
+    Speaker("spk27", "M", "en-gb-x-rp", "rob", 50, 160),
+    # Training and cv: 24 women. espeak-ng has only 12 more distinct female variants, so
+    # each speaks twice, with another accent and a pitch 15 steps (-p) higher.
+    Speaker("spk28", "F", "en-us", "f1", 35, 150),
+    Speaker("spk29", "F", "en", "f2", 47, 165),
+    Speaker("spk30", "F", "en-gb-scotland", "f4", 44, 180),
+    Speaker("spk31", "F", "en-029", "f5", 38, 155),
+    Speaker("spk32", "F", "en-gb-x-rp", "linda", 50, 170),
+    Speaker("spk33", "F", "en-us-nyc", "anika", 47, 185),
+    Speaker("spk34", "F", "en-gb-x-gbclan", "aunty", 41, 160),
+    Speaker("spk35", "F", "en-gb-x-gbcwmd", "grandma", 38, 175),
+    Speaker("spk36", "F", "en-us", "Alicia", 50, 150),
+    Speaker("spk37", "F", "en", "Annie", 44, 165),
+    Speaker("spk38", "F", "en-gb-scotland", "belinda", 41, 180),
+    Speaker("spk39", "F", "en-029", "shelby", 35, 155),
+    Speaker("spk40", "F", "en-gb-x-rp", "f1", 50, 170),
+    Speaker("spk41", "F", "en-us-nyc", "f2", 62, 185),
+    Speaker("spk42", "F", "en-gb-x-gbclan", "f4", 59, 160),
+    Speaker("spk43", "F", "en-gb-x-gbcwmd", "f5", 53, 175),
+    Speaker("spk44", "F", "en-us", "linda", 65, 150),
+    Speaker("spk45", "F", "en", "anika", 62, 165),
+    Speaker("spk46", "F", "en-gb-scotland", "aunty", 56, 180),
+    Speaker("spk47", "F", "en-029", "grandma", 53, 155),
+    Speaker("spk48", "F", "en-gb-x-rp", "Alicia", 65, 170),
+    Speaker("spk49", "F", "en-us-nyc", "Annie", 59, 185),
+    Speaker("spk50", "F", "en-gb-x-gbclan", "belinda", 56, 160),
+    Speaker("spk51", "F", "en-gb-x-gbcwmd", "shelby", 50, 175),
+    # Test: held-out women at low, middle and high pitch (median F0 184, 210, 245 Hz).
+    Speaker("spk52", "F", "en-us", "steph", 50, 170),
+    Speaker("spk53", "F", "en-gb-scotland", "f3", 50, 160),
+    Speaker("spk54", "F", "en", "Andrea", 50, 175),
 ]
 
 # wsj0-2mix tests on speakers never seen in training; cv reuses the training speakers with other
-# utterances. Three of each gender are held out so the test set has all gender combinations.
-TEST_SPEAKER_IDS = ("spk10", "spk11", "spk12", "spk22", "spk23", "spk24")
+# utterances. Three of each gender are held out, at low, middle and high pitch for their gender
+# (median F0 at -p 50, measured on one sentence), so that same-gender test pairs differ in pitch
+# as much as typical pairs of real speakers do; no training speaker shares their variants. In
+# format 2 the three held-out men had the same F0 within 5%, and two of the women within 3%.
+TEST_SPEAKER_IDS = ("spk25", "spk26", "spk27", "spk52", "spk53", "spk54")
 
 
 def speakers_for(split):
