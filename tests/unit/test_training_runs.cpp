@@ -208,6 +208,27 @@ TEST_F(TrainingRun, AccumulatedMinibatchesEqualOneLargeBatch) {
         << "update " << step;
 }
 
+TEST_F(TrainingRun, TrainerCfgMaxStepsCapsEachStageAndTheCommandLineReplacesIt) {
+  const std::string common = "--set trainer.cfg:trainer:valid_frequency=1000";
+  auto capped = train("exp_cap", common + " --set 'trainer.cfg:trainer:max_steps=3 2'");
+  ASSERT_EQ(capped.exit_code, 0) << capped.output;
+  EXPECT_NE(capped.output.find("max_steps reached"), std::string::npos) << capped.output;
+  EXPECT_EQ(training_losses_by_step(dir_ / "exp_cap/100/metrics.jsonl").size(), 3u);
+  EXPECT_EQ(training_losses_by_step(dir_ / "exp_cap/full/metrics.jsonl").size(), 2u);
+
+  auto replaced = train("exp_cli", common + " --set 'trainer.cfg:trainer:max_steps=3 2'"
+                                            " --max-steps=1");
+  ASSERT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_EQ(training_losses_by_step(dir_ / "exp_cli/100/metrics.jsonl").size(), 1u);
+  EXPECT_EQ(training_losses_by_step(dir_ / "exp_cli/full/metrics.jsonl").size(), 1u);
+
+  auto bad = train("exp_bad", common + " --set trainer.cfg:trainer:max_steps=-5");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("error: --set: [trainer] max_steps: must be -1"), std::string::npos)
+      << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "exp_bad/100/metrics.jsonl"));
+}
+
 TEST_F(TrainingRun, TwoWorkersEqualOneWorkerAggregatingTwice) {
   const std::string common = "--max-steps=3 --set trainer.cfg:trainer:valid_frequency=1000";
   auto two = train("exp_two", common + " --workers=2 --dist-timeout=60");

@@ -30,7 +30,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
        "first duplicate index")
       ("deterministic", po::bool_switch(&run.deterministic), "deterministic algorithms")
       ("max-steps", po::value(&max_steps)->default_value("-1"),
-       "stop every stage after this many updates; one value per stage: 700,50");
+       "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
+       "trainer.cfg's max_steps (-1 = not given: that key applies)");
   if (!parse_command_line(
           "sweep",
           "Trains one experiment per block of a sweep file in <expdir>/<name>, each with the\n"

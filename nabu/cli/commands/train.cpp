@@ -52,7 +52,8 @@ int cmd_train(const std::vector<std::string>& args) {
       ("deterministic", po::bool_switch(&run.deterministic),
        "deterministic algorithms: two runs with the same seed and threads are bit-identical")
       ("max-steps", po::value(&max_steps)->default_value("-1"),
-       "stop every stage after this many updates (smoke tests; -1 = no limit); one value per stage: 700,50")
+       "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
+       "trainer.cfg's max_steps (-1 = not given: that key applies)")
       ("workers", po::value(&run.workers)->default_value(1),
        "data-parallel worker processes on this machine (see README: distributed training)")
       ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),

@@ -436,7 +436,10 @@ StageResult MultiTaskTrainer::run() {
                stage_.numbatches_to_aggregate, stage_.initial_learning_rate,
                stage_.learning_rate_decay);
 
-  int64_t limit = settings_.max_steps >= 0 ? std::min(num_steps_, settings_.max_steps) : num_steps_;
+  // --max-steps wins over trainer.cfg's max_steps; either only shortens the stage.
+  int64_t cap = settings_.max_steps >= 0 ? settings_.max_steps : stage_.max_steps;
+  const char* cap_reason = settings_.max_steps >= 0 ? "--max-steps reached" : "max_steps reached";
+  int64_t limit = cap >= 0 ? std::min(num_steps_, cap) : num_steps_;
   double started = now_seconds();
   int64_t first_step = step_;
   checkpoint_clock_ = started;
@@ -445,7 +448,7 @@ StageResult MultiTaskTrainer::run() {
       if (!validate()) break;
     }
     if (step_ >= limit) {
-      stop_reason_ = step_ >= num_steps_ ? "step limit reached" : "--max-steps reached";
+      stop_reason_ = step_ >= num_steps_ ? "step limit reached" : cap_reason;
       break;
     }
     if (interrupt_requested) {

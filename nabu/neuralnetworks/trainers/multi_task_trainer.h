@@ -25,7 +25,8 @@ namespace nabu {
 struct RunSettings {
   uint64_t seed = 1234;
   bool resume = false;
-  int64_t max_steps = -1;  // stop the stage after this many updates (tests, smoke runs)
+  int64_t max_steps = -1;  // --max-steps: stop the stage after this many updates; wins over
+                           // trainer.cfg's max_steps; -1 = not given
 };
 
 struct StageResult {

@@ -12,6 +12,9 @@ void TrainerOptions::declare(OptionsReader& r) {
     "curriculum: one training stage per value (frames, or full), each initialised from the "
     "previous stage's best model; must end with full");
   r("num_epochs", num_epochs, "passes over the training data per stage (sets num_steps)");
+  r("max_steps", max_steps,
+    "per segment length (or one value): stop the stage after this many updates, -1 = no "
+    "limit; the learning rate still decays over num_steps; --max-steps overrides it (new)");
   r("initial_learning_rate", initial_learning_rate, "per segment length");
   r("learning_rate_decay", learning_rate_decay,
     "per segment length (or one value): total exponential decay over the stage");
@@ -62,6 +65,9 @@ void TrainerOptions::validate(const ConfigSection& section) const {
   check_count("numbatches_to_aggregate", numbatches_to_aggregate.size(), false);
   check_count("initial_learning_rate", initial_learning_rate.size(), false);
   check_count("learning_rate_decay", learning_rate_decay.size(), true);
+  check_count("max_steps", max_steps.size(), true);
+  for (int value : max_steps)
+    if (value < -1) section.fail("max_steps", "must be -1 (no limit) or a number of updates");
   for (int value : batch_size)
     if (value <= 0) section.fail("batch_size", "must be positive");
   for (int value : numbatches_to_aggregate)
@@ -89,6 +95,7 @@ StageSettings TrainerOptions::stage(std::size_t index) const {
   stage.initial_learning_rate = initial_learning_rate.at(index);
   stage.learning_rate_decay =
       learning_rate_decay.size() == 1 ? learning_rate_decay[0] : learning_rate_decay.at(index);
+  stage.max_steps = max_steps.size() == 1 ? max_steps[0] : max_steps.at(index);
   return stage;
 }
 

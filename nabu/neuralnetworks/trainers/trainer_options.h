@@ -17,6 +17,7 @@ struct StageSettings {
   int numbatches_to_aggregate = 1;
   double initial_learning_rate = 1e-3;
   double learning_rate_decay = 1.0;
+  int max_steps = -1;  // -1: as many as num_epochs give
 };
 
 struct TrainerOptions {
@@ -24,6 +25,7 @@ struct TrainerOptions {
   std::vector<std::string> tasks;
   std::vector<std::string> segment_lengths{"full"};
   int num_epochs = 100;
+  std::vector<int> max_steps{-1};  // new: per stage cap on the updates, -1 = none
   std::vector<double> initial_learning_rate{1e-3};
   std::vector<double> learning_rate_decay{1.0};
   double clip_grad_value = 2e7;
