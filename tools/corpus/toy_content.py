@@ -41,7 +41,7 @@ SPEAKERS = [
     Speaker("spk22", "M", "en-us-nyc", "gustave", 56, 185),
     Speaker("spk23", "M", "en-gb-x-gbclan", "Hugo", 35, 160),
     Speaker("spk24", "M", "en-gb-x-gbcwmd", "Michael", 47, 175),
-    # Test: held-out men at low, middle and high pitch (median F0 86, 103, 114 Hz).
+    # Test: held-out men at low, middle and high pitch (median F0 88, 103, 121 Hz).
     Speaker("spk25", "M", "en-us", "paul", 50, 165),
     Speaker("spk26", "M", "en", "john", 50, 175),
     Speaker("spk27", "M", "en-gb-x-rp", "rob", 50, 160),
@@ -71,7 +71,7 @@ SPEAKERS = [
     Speaker("spk49", "F", "en-us-nyc", "Annie", 59, 185),
     Speaker("spk50", "F", "en-gb-x-gbclan", "belinda", 56, 160),
     Speaker("spk51", "F", "en-gb-x-gbcwmd", "shelby", 50, 175),
-    # Test: held-out women at low, middle and high pitch (median F0 184, 210, 245 Hz).
+    # Test: held-out women at low, middle and high pitch (median F0 186, 216, 250 Hz).
     Speaker("spk52", "F", "en-us", "steph", 50, 170),
     Speaker("spk53", "F", "en-gb-scotland", "f3", 50, 160),
     Speaker("spk54", "F", "en", "Andrea", 50, 175),
@@ -79,7 +79,7 @@ SPEAKERS = [
 
 # wsj0-2mix tests on speakers never seen in training; cv reuses the training speakers with other
 # utterances. Three of each gender are held out, at low, middle and high pitch for their gender
-# (median F0 at -p 50, measured on one sentence), so that same-gender test pairs differ in pitch
+# (median F0 of their sentences in the corpus), so that same-gender test pairs differ in pitch
 # as much as typical pairs of real speakers do; no training speaker shares their variants. In
 # format 2 the three held-out men had the same F0 within 5%, and two of the women within 3%.
 TEST_SPEAKER_IDS = ("spk25", "spk26", "spk27", "spk52", "spk53", "spk54")
