@@ -29,7 +29,6 @@ std::string fingerprint(const std::vector<DataLine>& lines) {
   return fmt::format("{:016x}", stable_hash(text));
 }
 
-
 using Clock = std::chrono::steady_clock;
 
 std::string normal_path(const std::string& path) {
@@ -279,12 +278,8 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
       missing.push_back(segment);
       continue;
     }
-    if (metadata.source_lines != source_lines) {
-      spdlog::info("{}: {} was made from other list lines than {}; it is made again", what,
-                   path.string(), join(options.datafiles, " "));
-      missing.push_back(segment);
-      continue;
-    }
+    // The configuration first: a store another section or config made is never overwritten,
+    // whatever its list lines.
     if (metadata.processor_config != config_text || metadata.section != name ||
         metadata.writer_style != options.writer_style)
       throw DataError(what + ": " + path.string() + " was made " +
@@ -292,6 +287,11 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
                                                 : std::string("with another processor config or "
                                                               "writer_style")) +
                       "; remove it or change store_dir");
+    if (metadata.source_lines != source_lines) {
+      spdlog::info("{}: {} was made from other list lines than {}; it is made again", what,
+                   path.string(), join(options.datafiles, " "));
+      missing.push_back(segment);
+    }
   }
   // Records of what was used, as the original's <expdir>/<section>/ copies.
   if (!expdir_.empty()) {

@@ -141,6 +141,13 @@ TEST(DataPreparationRun, PreparesResumesAndSkipsCompleteSections) {
       "data --recipe=recipe --expdir=exp --set target_processor.cfg:processor:nfft=512", dir.path());
   EXPECT_EQ(changed.exit_code, 1);
   EXPECT_NE(changed.output.find("another processor config"), std::string::npos) << changed.output;
+  // Nor overwrite them when the list lines changed too: the config mismatch comes first.
+  write_text(dir / "lists/sources.scp", lines.substr(0, lines.find("\nutt4 ") + 1));
+  auto both = run_nabu(
+      "data --recipe=recipe --expdir=exp --set target_processor.cfg:processor:nfft=512", dir.path());
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.output.find("another processor config"), std::string::npos) << both.output;
+  EXPECT_EQ(StoreReader(store_path(dir / "stores/traintargets", "full")).size(), 5);
 }
 
 TEST(DataPreparationRun, ErrorsNameSectionAndUtterance) {
