@@ -1,5 +1,6 @@
 #include "nabu/core/options.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "nabu/core/error.h"
@@ -94,6 +95,33 @@ void OptionsReader::accept_if(bool (*predicate)(const std::string&), const std::
                               const std::string& help) {
   patterns_.emplace_back(predicate, pattern);
   docs_.push_back({pattern, "", help});
+}
+
+void OptionsReader::require(bool condition, const std::string& key,
+                            const std::string& message) const {
+  if (condition || !section_) return;
+  if (!section_->has(key)) {
+    // A required key that is missing is often misspelt: point at the likely culprit.
+    auto known = known_keys();
+    std::vector<std::string> unknown;
+    for (const auto& candidate : section_->keys())
+      if (std::find(known.begin(), known.end(), candidate) == known.end())
+        unknown.push_back(candidate);
+    if (auto typo = closest_match(key, unknown))
+      section_->fail(key, message + " (is " + section_->where(*typo) + " a misspelling?)");
+  }
+  section_->fail(key, message);
+}
+
+void OptionsReader::choice(const std::string& key, std::string& value,
+                           const std::vector<std::string>& allowed, const std::string& help) {
+  auto* found = lookup(key, value, help + " (one of: " + join(allowed, ", ") + ")");
+  if (!found) return;
+  std::string text = trim(found->text);
+  if (std::find(allowed.begin(), allowed.end(), text) == allowed.end())
+    section_->fail(key, "'" + shorten(text) + "' is not one of " + join(allowed, ", ") +
+                            did_you_mean(text, allowed));
+  value = text;
 }
 
 std::vector<std::string> OptionsReader::known_keys() const {

@@ -9,10 +9,14 @@
 //   };
 //
 // The same `declare` fills the struct from a section, documents the keys (help, defaults) and
-// rejects unknown keys with a suggestion, so typos never pass silently.
+// rejects unknown keys with a suggestion, so typos never pass silently. Value rules live in
+// `declare` too, as `r.require(...)` and `r.choice(...)`: that is the only way a component
+// validates its options, so every bad value names file:line [section] key and `nabu check` finds
+// it without building anything.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nabu/core/config.h"
@@ -43,6 +47,29 @@ class OptionsReader {
   // Keys matching a pattern that the caller interprets itself (e.g. "<node>_model").
   void accept_if(bool (*predicate)(const std::string&), const std::string& pattern,
                  const std::string& help);
+
+  // A rule on values already read: when `condition` is false, a ConfigError
+  // "file:line: [section] key: message". A missing required key that looks misspelt names the
+  // likely culprit. Nothing happens while only documenting (no section).
+  void require(bool condition, const std::string& key, const std::string& message) const;
+  // A key whose value is one of `allowed` (compared exactly, as the original compares strings);
+  // anything else is a ConfigError listing them, with "did you mean".
+  void choice(const std::string& key, std::string& value, const std::vector<std::string>& allowed,
+              const std::string& help);
+  // The same for a value with an enum type: names -> values.
+  template <class Enum>
+  void choice(const std::string& key, Enum& value,
+              const std::vector<std::pair<std::string, Enum>>& names, const std::string& help) {
+    std::string name;
+    std::vector<std::string> allowed;
+    for (const auto& [candidate, mapped] : names) {
+      allowed.push_back(candidate);
+      if (name.empty() && mapped == value) name = candidate;
+    }
+    choice(key, name, allowed, help);
+    for (const auto& [candidate, mapped] : names)
+      if (candidate == name) value = mapped;
+  }
 
   const ConfigSection* section() const { return section_; }
   const std::vector<OptionDoc>& docs() const { return docs_; }

@@ -127,4 +127,12 @@ std::function<std::vector<OptionDoc>()> options_documenter() {
                         ::nabu::options_documenter<OPTIONS>());                          \
   }
 
+// Same, documenting the keys of OPTIONS without checking a section with them (for components whose
+// keys share a section with others, such as an evaluator's in a task section).
+#define NABU_REGISTER_DOCUMENTED(REGISTRY_FN, NAME, FACTORY, OPTIONS, HELP)               \
+  namespace {                                                                            \
+  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __LINE__) =                 \
+      REGISTRY_FN().add(NAME, FACTORY, HELP, {}, ::nabu::options_documenter<OPTIONS>()); \
+  }
+
 }  // namespace nabu

@@ -5,10 +5,9 @@
 #include <map>
 #include <string>
 
-namespace nabu {
+#include "nabu/pipeline/batch.h"
 
-// Named tensors of one batch: inputs, targets or model outputs, batch-first [B, T, ...].
-using TensorMap = std::map<std::string, torch::Tensor>;
+namespace nabu {
 
 // The tensor called `name`, or an Error naming `what` and the available names.
 const torch::Tensor& get_tensor(const TensorMap& tensors, const std::string& name,

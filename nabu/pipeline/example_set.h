@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "nabu/core/config.h"
-#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/pipeline/batch.h"
 #include "nabu/processing/store.h"
 
 namespace nabu {
@@ -25,15 +25,6 @@ class StoreCache {
  private:
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<StoreReader>> readers_;
-};
-
-// A zero-padded batch: [B, T_max(name), ...] per name and the real lengths per name.
-struct Batch {
-  std::map<std::string, torch::Tensor> data;
-  std::map<std::string, torch::Tensor> lengths;  // int64 [B]
-  std::vector<std::string> names;                // example names
-  int64_t real_frames = 0, padded_frames = 0;    // of the first data name
-  int64_t size() const { return static_cast<int64_t>(names.size()); }
 };
 
 class ExampleSet {

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nabu/cli/commands/sweep_file.h"
+#include "nabu/neuralnetworks/trainers/sweep_file.h"
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/processing/audio.h"
@@ -335,7 +335,7 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
 }
 
 TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {
-  auto blocks = nabu::cli::parse_sweep_text(
+  auto blocks = nabu::parse_sweep_text(
       "small\nmodel.cfg main num_units 64\ntrainer.cfg trainer batch_size 20 4\n\n\n"
       "deep\nmodel.cfg main num_layers 3\n",
       "sweep_file");
@@ -349,7 +349,7 @@ TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {
 
   auto error_of = [](const std::string& text) {
     try {
-      nabu::cli::parse_sweep_text(text, "sweep_file");
+      nabu::parse_sweep_text(text, "sweep_file");
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }
@@ -361,7 +361,7 @@ TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {
   EXPECT_NE(error_of("\n\n").find("no experiment"), std::string::npos);
   auto reference = nabu::testing::reference_recipe_dir();
   if (!reference.empty()) {
-    EXPECT_EQ(nabu::cli::parse_sweep_file((reference / "sweep_file").string()).size(), 2u);
+    EXPECT_EQ(nabu::parse_sweep_file((reference / "sweep_file").string()).size(), 2u);
   }
 }
 

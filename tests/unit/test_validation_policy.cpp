@@ -1,4 +1,4 @@
-// ValidationPolicy (SPEC §2.a): sequences of validation losses -> expected decisions.
+// ValidationPolicy (docs/trainer.md): sequences of validation losses -> expected decisions.
 #include <gtest/gtest.h>
 
 #include "nabu/neuralnetworks/trainers/validation_policy.h"
@@ -11,7 +11,7 @@ struct PolicyRun {
   ValidationPolicy policy;
   ValidationState state;
   explicit PolicyRun(ValidationPolicyOptions options)
-      : policy(options), state(policy.initial_state(-150)) {}
+      : policy(options), state(policy.initial_state()) {}
   ValidationDecision feed(double loss, int64_t step) { return policy.update({loss}, step, state); }
 };
 
@@ -125,7 +125,7 @@ TEST(ValidationPolicy, PerTaskTracksSaveOnlyWhenEveryTaskImproved) {
   auto options = defaults();
   options.num_tracks = 2;
   ValidationPolicy policy(options);
-  auto state = policy.initial_state(-150);
+  auto state = policy.initial_state();
   EXPECT_TRUE(policy.update({5.0, 3.0}, 0, state).save_validated);
   auto mixed = policy.update({4.0, 3.5}, 150, state);
   EXPECT_EQ(mixed.improved, (std::vector<bool>{true, false}));
@@ -148,4 +148,43 @@ TEST(TrainerSchedule, LearningRateAndNumSteps) {
   EXPECT_EQ(steps_for_task(100, 1001, 400, 2), 125);
   EXPECT_EQ(steps_for_task(100, 1001, 400, 0), 250);  // 0 aggregates = one minibatch per update
   EXPECT_EQ(steps_for_task(100, 1000, 10, 2, 2), 2500);
+}
+
+TEST(ValidationPolicy, FirstValidationIsDueAtStepZeroThenEveryValidFrequencyUpdates) {
+  auto options = defaults();
+  options.valid_frequency = 150;
+  ValidationPolicy policy(options);
+  auto state = policy.initial_state();
+  EXPECT_TRUE(policy.due(0, state));
+  policy.update({5.0}, 0, state);
+  EXPECT_FALSE(policy.due(149, state));
+  EXPECT_TRUE(policy.due(150, state));
+}
+
+TEST(ValidationPolicy, ValidEverySecondsMakesValidationDueEarlierAndResetsWithIt) {
+  auto options = defaults();
+  options.valid_frequency = 1000;
+  options.valid_every_seconds = 60;
+  ValidationPolicy policy(options);
+  auto state = policy.initial_state();
+  policy.update({5.0}, 0, state);
+  state.seconds_since_validation = 59.5;
+  EXPECT_FALSE(policy.due(10, state));
+  state.seconds_since_validation = 60.0;
+  EXPECT_TRUE(policy.due(10, state));
+  policy.update({4.0}, 10, state);
+  EXPECT_EQ(state.seconds_since_validation, 0.0);
+  EXPECT_FALSE(policy.due(11, state));
+  EXPECT_TRUE(policy.due(1010, state));
+}
+
+TEST(ValidationPolicy, GoingBackKeepsTheValidatedStep) {
+  auto options = defaults();
+  options.go_back = true;
+  options.valid_frequency = 10;
+  ValidationPolicy policy(options);
+  auto state = policy.initial_state();
+  policy.update({5.0}, 0, state);
+  EXPECT_TRUE(policy.update({6.0}, 10, state).go_back);
+  EXPECT_EQ(state.validated_step, 0);
 }

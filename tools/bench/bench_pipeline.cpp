@@ -18,7 +18,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
-#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/neuralnetworks/task_spec.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/pipeline/input_pipeline.h"
 

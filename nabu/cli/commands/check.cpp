@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
-#include "nabu/cli/commands/recipe_check.h"
+#include "nabu/catalog/recipe_check.h"
 #include "nabu/core/error.h"
 
 namespace nabu::cli {

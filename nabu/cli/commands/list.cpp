@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "nabu/cli/commands/cli.h"
-#include "nabu/cli/commands/catalog.h"
+#include "nabu/catalog/catalog.h"
 #include "nabu/core/error.h"
 
 namespace nabu::cli {

@@ -6,7 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
-#include "nabu/cli/commands/separation.h"
+#include "nabu/postprocessing/separation.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/processing/audio.h"

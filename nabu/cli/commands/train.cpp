@@ -1,14 +1,15 @@
-// `nabu train`: the segment-length curriculum of SPEC §2.b, one MultiTaskTrainer per stage.
+// `nabu train`: flags -> run_training (neuralnetworks/trainers/training_run.h), or N local worker
+// processes of the same command with --workers.
 #include <algorithm>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
-#include "nabu/cli/commands/training_run.h"
 #include "nabu/core/error.h"
 #include "nabu/distributed/launcher.h"
 #include "nabu/distributed/process_group.h"
+#include "nabu/neuralnetworks/trainers/training_run.h"
 
 namespace nabu::cli {
 
@@ -41,6 +42,7 @@ int cmd_train(const std::vector<std::string>& args) {
   CommonOptions common;
   TrainingRunOptions run;
   std::string resume, max_steps;
+  int workers = 1;
   po::options_description description("Options");
   add_common_options(description, common);
   description.add_options()
@@ -54,7 +56,7 @@ int cmd_train(const std::vector<std::string>& args) {
       ("max-steps", po::value(&max_steps)->default_value("-1"),
        "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
        "trainer.cfg's max_steps (-1 = not given: that key applies)")
-      ("workers", po::value(&run.workers)->default_value(1),
+      ("workers", po::value(&workers)->default_value(1),
        "data-parallel worker processes on this machine (see README: distributed training)")
       ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),
        "seconds a distributed worker waits for the others before it stops with an error");
@@ -71,18 +73,22 @@ int cmd_train(const std::vector<std::string>& args) {
     return 0;
   require(common.expdir, "expdir", "train");
   run.max_steps = parse_max_steps(max_steps);
-  if (run.workers < 1) throw Error("--workers must be at least 1");
+  if (workers < 1) throw Error("--workers must be at least 1");
   if (run.dist_timeout_seconds < 1) throw Error("--dist-timeout must be at least 1 second");
-  if (run.workers > 1) {
+  if (workers > 1) {
     if (DistributedEnvironment::from_environment().distributed())
       throw Error("--workers cannot be used in a process started with WORLD_SIZE > 1");
-    return launch_workers(args, run.workers, common.threads);
+    return launch_workers(args, workers, common.threads);
   }
   run.resume = !resume.empty() && parse_flag(resume, "resume");
   if (!run.resume) require(common.recipe, "recipe", "train");
   apply_common_options(common);
-  run.common = common;
-  return run_training(run);
+  run.recipe = common.recipe;
+  run.expdir = common.expdir;
+  run.sets = common.sets;
+  run.seed = common.seed;
+  run_training(run);
+  return 0;
 }
 
 }  // namespace nabu::cli

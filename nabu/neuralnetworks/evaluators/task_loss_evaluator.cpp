@@ -5,36 +5,63 @@
 
 namespace nabu {
 
-TensorMap model_inputs(const Batch& batch, const std::vector<std::string>& input_names) {
-  TensorMap inputs;
-  for (const auto& name : input_names) {
-    const auto& tensor = batch.data.at(name);
-    inputs[name] = tensor.is_floating_point() ? tensor : tensor.to(torch::kFloat32);
+EvaluatorRegistry& evaluator_registry() {
+  static EvaluatorRegistry registry("evaluator");
+  return registry;
+}
+
+std::string evaluator_type(const ConfigSection& section, const ConfigSection* evaluator) {
+  const ConfigSection* source = &section;
+  std::string type = section.get_string("evaluator", "");
+  if (type.empty() && evaluator) {
+    type = evaluator->get_string("evaluator", "");
+    source = evaluator;
+    if (type == "multi_task") type.clear();  // the test evaluator: one evaluator per task
   }
-  return inputs;
+  if (type.empty()) return "task_loss_evaluator";
+  if (!evaluator_registry().contains(type))
+    source->fail("evaluator", evaluator_registry().unknown_message(type));
+  return type;
 }
 
-TensorMap batch_targets(const Batch& batch, const std::vector<std::string>& target_names) {
-  TensorMap targets;
-  for (const auto& name : target_names) targets[name] = batch.data.at(name);
-  return targets;
+EvaluatorPtr make_evaluator(const EvaluatorContext& context) {
+  return evaluator_registry().create(evaluator_type(context.section, context.evaluator), context);
 }
 
-TaskLossEvaluator::TaskLossEvaluator(const ConfigSection& section, TaskRole role,
-                                     const ConfigSection* evaluator, const ConfigFile& database,
-                                     const std::string& segment_length, ModelBank& bank,
-                                     LossPtr loss, StoreCache& stores, int prefetch)
-    : spec_(read_task_spec(section, role, evaluator)),
-      graph_(std::make_unique<ModelGraph>(section, bank)), loss_(std::move(loss)),
-      prefetch_(prefetch) {
-  std::string what = (role == TaskRole::kTest ? "test task [" : "validation task [") +
+namespace {
+
+struct TaskLossEvaluatorOptions {
+  int requested_utts = 0, batch_size = 0;
+  void declare(OptionsReader& r) {
+    r("requested_utts", requested_utts,
+      "examples evaluated at most (the first ones, a whole number of batches); in the task "
+      "section or in [evaluator]");
+    r("batch_size", batch_size, "examples per batch; in the task section or in [evaluator]");
+  }
+};
+
+}  // namespace
+
+NABU_REGISTER_DOCUMENTED(evaluator_registry, "task_loss_evaluator",
+                         [](const EvaluatorContext& context) -> EvaluatorPtr {
+                           return std::make_unique<TaskLossEvaluator>(context);
+                         },
+                         TaskLossEvaluatorOptions,
+                         "the task's loss over its first requested_utts examples, training off");
+
+TaskLossEvaluator::TaskLossEvaluator(const EvaluatorContext& context)
+    : spec_(read_task_spec(context.section, context.role, context.evaluator)),
+      graph_(std::make_unique<ModelGraph>(context.section, context.bank)), loss_(context.loss),
+      prefetch_(context.prefetch) {
+  const ConfigSection& section = context.section;
+  std::string what = (context.role == TaskRole::kTest ? "test task [" : "validation task [") +
                      spec_.name + "]";
-  // SPEC §2.d: linked-set weights relative to the first one.
+  // Linked-set weights are relative to the first one (docs/trainer.md).
   double first_weight = spec_.linked_sets.front().weight;
   num_batches_ = -1;
   for (const auto& set : spec_.linked_sets) {
-    auto examples = std::make_shared<ExampleSet>(set.inputs, set.targets, database, segment_length,
-                                                 stores, what);
+    auto examples = std::make_shared<ExampleSet>(set.inputs, set.targets, context.database,
+                                                 context.segment_length, context.stores, what);
     // The first min(N, requested_utts) examples, a whole number of batches.
     int64_t usable = std::min<int64_t>(examples->size(), spec_.requested_utts);
     int64_t batches = usable / spec_.batch_size;

@@ -2,7 +2,6 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
-#include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
 
 namespace nabu {
 
@@ -17,7 +16,7 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
     const LinkedSet& set = spec_.linked_sets[i];
     auto examples = std::make_shared<ExampleSet>(set.inputs, set.targets, database,
                                                  stage.segment_length, stores, what);
-    // trainset_frac keeps the first int(N * frac) examples (SPEC §2.a).
+    // trainset_frac keeps the first int(N * frac) examples (docs/trainer.md).
     examples->truncate(static_cast<int64_t>(examples->size() * spec_.trainset_frac));
     if (examples->size() == 0) section.fail("trainset_frac", "leaves no training example");
     num_examples_ = examples->size();  // the last linked set wins, as in the original
@@ -40,6 +39,18 @@ void TaskTrainer::materialize() {
   Batch batch = examples.load({0});
   graph_->materialize(model_inputs(batch, spec_.input_names), batch.lengths);
   parameters_ = graph_->parameters();
+  gradients_.assign(parameters_.size(), torch::Tensor());
+}
+
+void TaskTrainer::exclude(const std::vector<torch::Tensor>& excluded) {
+  std::vector<torch::Tensor> kept;
+  for (const auto& parameter : parameters_) {
+    bool drop = false;
+    for (const auto& other : excluded)
+      drop = drop || parameter.unsafeGetTensorImpl() == other.unsafeGetTensorImpl();
+    if (!drop) kept.push_back(parameter);
+  }
+  parameters_ = kept;
   gradients_.assign(parameters_.size(), torch::Tensor());
 }
 

@@ -1,4 +1,5 @@
-// One training task (SPEC §2.a TaskTrainer): its pipelines (one per linked set), graph and loss.
+// One training task (docs/trainer.md, the original's TaskTrainer): its pipelines (one per linked
+// set), graph and loss.
 // A minibatch adds the gradient of its (weighted, unnormalised) loss to the task's accumulators,
 // only for the parameters of the models the task uses.
 #pragma once
@@ -12,7 +13,7 @@
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
-#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/neuralnetworks/task_spec.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/pipeline/input_pipeline.h"
 
@@ -29,10 +30,12 @@ class TaskTrainer {
   std::set<std::string> used_models() const { return graph_->used_models(); }
   // Trainable parameters of the models this task uses, in a fixed order.
   const std::vector<torch::Tensor>& parameters() const { return parameters_; }
-  // Examples per epoch of the (last) linked set, for num_steps (SPEC §2.a).
+  // Examples per epoch of the (last) linked set, for num_steps (docs/trainer.md).
   int64_t num_examples() const { return num_examples_; }
   // Builds the lazily created parameters with one forward pass on a real example.
   void materialize();
+  // Stops computing gradients for these parameters (frozen ones).
+  void exclude(const std::vector<torch::Tensor>& parameters);
 
   void reset_accumulators();
   // One minibatch of every linked set: forward, loss, gradients added to the accumulators.

@@ -1,12 +1,37 @@
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 
+#include <regex>
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
 
+namespace {
+
+// "regex:factor" -> (regex, factor); the factor is after the last ':' so a pattern may hold ':'.
+std::optional<std::pair<std::string, double>> parse_multiplier(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  auto factor = parse_double(text.substr(colon + 1));
+  if (!factor) return std::nullopt;
+  return std::make_pair(text.substr(0, colon), *factor);
+}
+
+bool valid_regex(const std::string& pattern) {
+  try {
+    std::regex compiled(pattern);
+    return true;
+  } catch (const std::regex_error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 void TrainerOptions::declare(OptionsReader& r) {
-  r("trainer", trainer, "trainer type; only multi_task exists (as in the original)");
+  r.choice("trainer", trainer, {"multi_task"},
+           "trainer type; only multi_task exists (as in the original)");
   r("tasks", tasks, "space-separated task names; each is a section of this file");
   r("segment_lengths", segment_lengths,
     "curriculum: one training stage per value (frames, or full), each initialised from the "
@@ -28,7 +53,9 @@ void TrainerOptions::declare(OptionsReader& r) {
   r("shuffle", shuffle, "shuffle the examples every epoch (new; False = the original's order)");
   r("valid_frequency", valid_frequency, "updates between validations (first one at step 0)");
   r("valid_adapt", valid_adapt, "halve the learning rate when validation gets worse");
-  r("go_back", go_back, "go back to the last validated model when validation gets worse");
+  r("go_back", go_back,
+    "go back to the last validated weights, optimizer state and learning-rate factor when "
+    "validation gets worse (the data order moves on)");
   r("num_tries", num_tries,
     "non-improving validations before stopping (None = never stop early)");
   r("reset_tries", reset_tries, "reset the count of tries when validation improves");
@@ -41,25 +68,39 @@ void TrainerOptions::declare(OptionsReader& r) {
   r("checkpoint_every", checkpoint_every, "minutes between checkpoints besides validations");
   r("progress_every", progress_every, "updates between progress lines");
   r("prefetch", prefetch, "batches prepared ahead by the background loader");
+  r.choice("optimizer", optimizer, {"adam", "adamw", "sgd", "rmsprop"},
+           "the update rule (new; the original always uses adam)");
+  r("adam_beta1", adam_beta1, "adam/adamw: decay of the first moment");
+  r("adam_beta2", adam_beta2, "adam/adamw: decay of the second moment");
+  r("adam_epsilon", adam_epsilon, "adam/adamw: added to the root of the second moment");
+  r("momentum", momentum, "sgd/rmsprop: momentum (0 = none)");
+  r("weight_decay", weight_decay,
+    "L2 penalty added to the gradient (adam, sgd, rmsprop) or decoupled decay (adamw)");
+  r("rmsprop_decay", rmsprop_decay, "rmsprop: decay of the squared-gradient average (TF's 0.9)");
+  r("rmsprop_epsilon", rmsprop_epsilon, "rmsprop: added to the root of that average");
+  r("freeze_parameters", freeze_parameters,
+    "space-separated regular expressions over parameter names (<model>.<parameter>, as nabu "
+    "list and the model files name them; a pattern matches anywhere unless anchored with ^ $): "
+    "matching parameters are not updated; a pattern that matches nothing is an error");
+  r("gradient_multipliers", gradient_multipliers,
+    "space-separated regex:factor pairs: the normalised gradient of every matching parameter "
+    "is multiplied by factor before clipping (the first matching pair applies)");
   r.accepted("print_var_updates", "debug printing of variable updates");
   r.accepted("print_grads_stats", "debug printing of gradient statistics");
-}
 
-void TrainerOptions::validate(const ConfigSection& section) const {
-  if (trainer != "multi_task")
-    section.fail("trainer", "unknown trainer '" + trainer + "'; known: multi_task");
-  if (tasks.empty()) section.fail("tasks", "lists no tasks");
-  if (segment_lengths.empty()) section.fail("segment_lengths", "is empty");
+  // Rules across keys.
+  r.require(!tasks.empty(), "tasks", "lists no tasks");
+  r.require(!segment_lengths.empty(), "segment_lengths", "is empty");
   for (const auto& segment : segment_lengths)
-    if (segment != "full" && (!parse_int(segment) || *parse_int(segment) <= 0))
-      section.fail("segment_lengths", "'" + segment + "' is neither a positive integer nor full");
-  if (segment_lengths.back() != "full")
-    section.fail("segment_lengths", "must end with full (testing uses the full stage's model)");
+    r.require(segment == "full" || (parse_int(segment) && *parse_int(segment) > 0),
+              "segment_lengths", "'" + segment + "' is neither a positive integer nor full");
+  r.require(segment_lengths.empty() || segment_lengths.back() == "full", "segment_lengths",
+            "must end with full (testing uses the full stage's model)");
   std::size_t stages = segment_lengths.size();
   auto check_count = [&](const std::string& key, std::size_t count, bool broadcast) {
-    if (count == stages || (broadcast && count == 1)) return;
-    section.fail(key, "has " + std::to_string(count) + " values but segment_lengths has " +
-                          std::to_string(stages));
+    r.require(count == stages || (broadcast && count == 1), key,
+              "has " + std::to_string(count) + " values but segment_lengths has " +
+                  std::to_string(stages));
   };
   check_count("batch_size", batch_size.size(), false);
   check_count("numbatches_to_aggregate", numbatches_to_aggregate.size(), false);
@@ -67,22 +108,38 @@ void TrainerOptions::validate(const ConfigSection& section) const {
   check_count("learning_rate_decay", learning_rate_decay.size(), true);
   check_count("max_steps", max_steps.size(), true);
   for (int value : max_steps)
-    if (value < -1) section.fail("max_steps", "must be -1 (no limit) or a number of updates");
-  for (int value : batch_size)
-    if (value <= 0) section.fail("batch_size", "must be positive");
+    r.require(value >= -1, "max_steps", "must be -1 (no limit) or a number of updates");
+  for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");
   for (int value : numbatches_to_aggregate)
-    if (value < 0) section.fail("numbatches_to_aggregate", "must not be negative");
-  if (num_epochs <= 0) section.fail("num_epochs", "must be positive");
-  if (valid_frequency <= 0) section.fail("valid_frequency", "must be positive");
-  if (numbuckets <= 0) section.fail("numbuckets", "must be positive");
-  if (!task_weights.empty() && task_weights.size() != tasks.size())
-    section.fail("task_weights", "needs one weight per task (" + std::to_string(tasks.size()) +
-                                     ")");
-  if (num_tries != "None" && (!parse_int(num_tries) || *parse_int(num_tries) <= 0))
-    section.fail("num_tries", "expected a positive integer or None, got '" + num_tries + "'");
-  if (clip_grad_value <= 0) section.fail("clip_grad_value", "must be positive");
-  if (clip_grad_norm < 0) section.fail("clip_grad_norm", "must not be negative");
-  if (prefetch < 1) section.fail("prefetch", "must be at least 1");
+    r.require(value >= 0, "numbatches_to_aggregate", "must not be negative");
+  r.require(num_epochs > 0, "num_epochs", "must be positive");
+  r.require(valid_frequency > 0, "valid_frequency", "must be positive");
+  r.require(numbuckets > 0, "numbuckets", "must be positive");
+  r.require(task_weights.empty() || task_weights.size() == tasks.size(), "task_weights",
+            "needs one weight per task (" + std::to_string(tasks.size()) + ")");
+  r.require(num_tries == "None" || (parse_int(num_tries) && *parse_int(num_tries) > 0),
+            "num_tries", "expected a positive integer or None, got '" + num_tries + "'");
+  r.require(clip_grad_value > 0, "clip_grad_value", "must be positive");
+  r.require(clip_grad_norm >= 0, "clip_grad_norm", "must not be negative");
+  r.require(prefetch >= 1, "prefetch", "must be at least 1");
+  r.require(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must lie in [0, 1)");
+  r.require(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must lie in [0, 1)");
+  r.require(adam_epsilon > 0, "adam_epsilon", "must be positive");
+  r.require(momentum >= 0, "momentum", "must not be negative");
+  r.require(weight_decay >= 0, "weight_decay", "must not be negative");
+  r.require(rmsprop_decay >= 0 && rmsprop_decay < 1, "rmsprop_decay", "must lie in [0, 1)");
+  r.require(rmsprop_epsilon > 0, "rmsprop_epsilon", "must be positive");
+  for (const auto& pattern : freeze_parameters)
+    r.require(valid_regex(pattern), "freeze_parameters",
+              "'" + pattern + "' is not a valid regular expression");
+  for (const auto& text : gradient_multipliers) {
+    auto pair = parse_multiplier(text);
+    r.require(pair.has_value(), "gradient_multipliers",
+              "'" + text + "' is not regex:factor (e.g. ^main\\.:0.5)");
+    if (pair)
+      r.require(valid_regex(pair->first), "gradient_multipliers",
+                "'" + pair->first + "' is not a valid regular expression");
+  }
 }
 
 StageSettings TrainerOptions::stage(std::size_t index) const {
@@ -90,12 +147,13 @@ StageSettings TrainerOptions::stage(std::size_t index) const {
   stage.index = static_cast<int>(index);
   stage.segment_length = segment_lengths.at(index);
   stage.batch_size = batch_size.at(index);
-  // SPEC §2.a: numbatches_to_aggregate == 0 means one minibatch per update.
+  // numbatches_to_aggregate == 0 means one minibatch per update (docs/trainer.md).
   stage.numbatches_to_aggregate = std::max(1, numbatches_to_aggregate.at(index));
   stage.initial_learning_rate = initial_learning_rate.at(index);
   stage.learning_rate_decay =
       learning_rate_decay.size() == 1 ? learning_rate_decay[0] : learning_rate_decay.at(index);
   stage.max_steps = max_steps.size() == 1 ? max_steps[0] : max_steps.at(index);
+  stage.max_steps_reason = "max_steps reached";
   return stage;
 }
 
@@ -107,11 +165,32 @@ double TrainerOptions::task_weight(std::size_t task_index) const {
   return task_weights.empty() ? 1.0 : task_weights.at(task_index);
 }
 
+std::vector<std::pair<std::string, double>> TrainerOptions::multipliers() const {
+  std::vector<std::pair<std::string, double>> pairs;
+  for (const auto& text : gradient_multipliers) pairs.push_back(*parse_multiplier(text));
+  return pairs;
+}
+
 TrainerOptions read_trainer_options(const ConfigFile& trainer_cfg) {
-  const ConfigSection& section = trainer_cfg.section("trainer");
-  auto options = read_options<TrainerOptions>(section, "[trainer] of trainer.cfg");
-  options.validate(section);
-  return options;
+  return read_options<TrainerOptions>(trainer_cfg.section("trainer"), "[trainer] of trainer.cfg");
+}
+
+std::vector<StageSettings> resolve_stages(const TrainerOptions& options,
+                                          const std::vector<int64_t>& command_line_max_steps) {
+  std::vector<StageSettings> stages;
+  for (std::size_t i = 0; i < options.num_stages(); ++i) {
+    StageSettings stage = options.stage(i);
+    if (!command_line_max_steps.empty()) {
+      int64_t given =
+          command_line_max_steps[std::min(i, command_line_max_steps.size() - 1)];
+      if (given >= 0) {
+        stage.max_steps = given;
+        stage.max_steps_reason = "--max-steps reached";
+      }
+    }
+    stages.push_back(stage);
+  }
+  return stages;
 }
 
 }  // namespace nabu

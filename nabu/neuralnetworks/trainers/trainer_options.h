@@ -1,7 +1,9 @@
-// trainer.cfg [trainer] (SPEC §1.2, §2.a, §4.10, §4.17): one options struct, read in one place.
+// trainer.cfg [trainer]: one options struct, read and validated in one place (its `declare`).
+// The original's keys keep their meaning (docs/trainer.md); the new ones say so in their help.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nabu/core/config.h"
@@ -9,7 +11,8 @@
 
 namespace nabu {
 
-// The values of one stage of the segment-length curriculum.
+// The values of one stage of the segment-length curriculum, resolved once before the stage's
+// trainer is built (the command line's --max-steps already applied).
 struct StageSettings {
   std::string segment_length;  // "100", "full", ...
   int index = 0;
@@ -17,7 +20,8 @@ struct StageSettings {
   int numbatches_to_aggregate = 1;
   double initial_learning_rate = 1e-3;
   double learning_rate_decay = 1.0;
-  int max_steps = -1;  // -1: as many as num_epochs give
+  int64_t max_steps = -1;       // -1: as many as num_epochs give
+  std::string max_steps_reason;  // what set max_steps, for the log ("--max-steps reached")
 };
 
 struct TrainerOptions {
@@ -48,17 +52,32 @@ struct TrainerOptions {
   int progress_every = 10;         // steps between progress lines
   int prefetch = 4;                // batches the loader keeps ready
 
+  // The update rule (new; the original always uses Adam with TF's defaults).
+  std::string optimizer = "adam";
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  double rmsprop_decay = 0.9, rmsprop_epsilon = 1e-10;
+  std::vector<std::string> freeze_parameters;     // regular expressions over parameter names
+  std::vector<std::string> gradient_multipliers;  // "regex:factor"
+
   void declare(OptionsReader& r);
-  // Validates cross-key rules (list lengths, values); throws ConfigError naming the key.
-  void validate(const ConfigSection& section) const;
   StageSettings stage(std::size_t index) const;
   std::size_t num_stages() const { return segment_lengths.size(); }
   // num_tries as an int; -1 when disabled (None).
   int max_tries() const;
   double task_weight(std::size_t task_index) const;
+  // gradient_multipliers as (regular expression, factor) pairs.
+  std::vector<std::pair<std::string, double>> multipliers() const;
 };
 
 // Reads and validates [trainer] of trainer.cfg.
 TrainerOptions read_trainer_options(const ConfigFile& trainer_cfg);
+
+// The stages as they will run: trainer.cfg's per-stage values, with `command_line_max_steps`
+// (--max-steps: one value for every stage or one per stage, the last repeating; empty or -1 =
+// not given) replacing the recipe's max_steps.
+std::vector<StageSettings> resolve_stages(const TrainerOptions& options,
+                                          const std::vector<int64_t>& command_line_max_steps);
 
 }  // namespace nabu

@@ -10,15 +10,21 @@ ValidationPolicy::ValidationPolicy(ValidationPolicyOptions options) : options_(o
   if (options_.num_tracks < 1) throw Error("validation needs at least one track");
 }
 
-ValidationState ValidationPolicy::initial_state(int64_t first_validation_step) const {
+ValidationState ValidationPolicy::initial_state() const {
   ValidationState state;
   // The FIFO of relative improvements has num_tries entries (the original sizes it so).
   std::size_t fifo = options_.max_tries > 0 ? static_cast<std::size_t>(options_.max_tries) : 1;
   ValidationTrack track;
   track.relative.assign(fifo, ValidationTrack::kInitial);
   state.tracks.assign(options_.num_tracks, track);
-  state.validated_step = first_validation_step;
+  state.validated_step = -options_.valid_frequency;
   return state;
+}
+
+bool ValidationPolicy::due(int64_t global_step, const ValidationState& state) const {
+  if (global_step - state.validated_step >= options_.valid_frequency) return true;
+  return options_.valid_every_seconds > 0 &&
+         state.seconds_since_validation >= options_.valid_every_seconds;
 }
 
 ValidationDecision ValidationPolicy::update(const std::vector<double>& losses, int64_t global_step,
@@ -65,6 +71,7 @@ ValidationDecision ValidationPolicy::update(const std::vector<double>& losses, i
   if (decision.halve_lr) state.lr_factor *= 0.5;
   // 6. going back keeps validated_step, so the next validation follows the restored state.
   if (!decision.go_back) state.validated_step = global_step;
+  state.seconds_since_validation = 0;
   // 8. a new validated state only when every track has no pending tries.
   int pending = 0;
   for (const auto& track : state.tracks) pending += track.tries;

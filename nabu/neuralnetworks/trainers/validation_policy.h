@@ -1,6 +1,6 @@
-// The validation decision rule of the original MultiTaskTrainer (SPEC §2.a), as a small pure
-// state machine: (validation losses, state) -> decision. One track per validation task in
-// acc_steps mode, else one track for the weighted total.
+// The validation rules of the original MultiTaskTrainer (docs/trainer.md, "Validation"), as a
+// small pure state machine: when a validation is due, and (validation losses, state) -> decision.
+// One track per validation task in acc_steps mode, else one track for the weighted total.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,8 @@ struct ValidationPolicyOptions {
   bool valid_adapt = false;  // halve the learning rate when worse
   bool go_back = false;      // return to the last validated state when worse
   int num_tracks = 1;
+  int valid_frequency = 150;       // updates between validations
+  double valid_every_seconds = 0;  // also validate after this much training time (0 = off)
 };
 
 struct ValidationTrack {
@@ -29,6 +31,7 @@ struct ValidationTrack {
 struct ValidationState {
   std::vector<ValidationTrack> tracks;
   int64_t validated_step = 0;
+  double seconds_since_validation = 0;  // training time since the last validation
   double lr_factor = 1.0;
   bool initialised() const { return !tracks.empty(); }
 };
@@ -45,7 +48,11 @@ struct ValidationDecision {
 class ValidationPolicy {
  public:
   explicit ValidationPolicy(ValidationPolicyOptions options);
-  ValidationState initial_state(int64_t first_validation_step) const;
+  // validated_step starts at -valid_frequency, so the first validation is at step 0.
+  ValidationState initial_state() const;
+  // Whether a validation is due before the update `global_step`: valid_frequency updates since
+  // the last one, or valid_every_seconds of training time, whichever comes first.
+  bool due(int64_t global_step, const ValidationState& state) const;
   // Applies one validation (losses: one per track) at `global_step` and updates `state`.
   ValidationDecision update(const std::vector<double>& losses, int64_t global_step,
                             ValidationState& state) const;

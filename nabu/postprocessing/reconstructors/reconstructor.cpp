@@ -85,7 +85,7 @@ torch::Tensor Reconstructor::checked_usedbins(const torch::Tensor& usedbins,
 }
 
 ReconstructorRegistry& reconstructor_registry() {
-  static ReconstructorRegistry registry("reconstructor");
+  static ReconstructorRegistry registry("reconstruct_type");
   return registry;
 }
 

@@ -123,7 +123,7 @@ ScorerPtr make(const ConfigSection& section) {
 }  // namespace
 
 ScorerRegistry& scorer_registry() {
-  static ScorerRegistry registry("scorer");
+  static ScorerRegistry registry("score_type");
   return registry;
 }
 

@@ -7,17 +7,11 @@
 #include <vector>
 
 #include "nabu/core/config.h"
+#include "nabu/pipeline/batch.h"
 
 namespace nabu {
 
 enum class TaskRole { kTrain, kValidation, kTest };
-
-// An input or target name and the database sections that feed it (several sections concatenate
-// datasets).
-struct DataBinding {
-  std::string name;
-  std::vector<std::string> sections;
-};
 
 // A linked set: the same task fed by another group of sections, with a loss weight.
 struct LinkedSet {

@@ -1,4 +1,4 @@
-// The original's sweep file (SPEC §2.b): blocks separated by blank lines; a block is an
+// The original's sweep file (docs/trainer.md, "Sweeps"): blocks separated by blank lines; a block is an
 // experiment name followed by lines "file section option value...", the value being the
 // remaining tokens joined by single spaces (e.g. "trainer.cfg trainer batch_size 20 4").
 #pragma once
@@ -8,7 +8,7 @@
 
 #include "nabu/core/config.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 struct SweepBlock {
   std::string name;
@@ -20,4 +20,4 @@ struct SweepBlock {
 std::vector<SweepBlock> parse_sweep_text(const std::string& text, const std::string& file_name);
 std::vector<SweepBlock> parse_sweep_file(const std::string& path);
 
-}  // namespace nabu::cli
+}  // namespace nabu

@@ -1,4 +1,4 @@
-#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/neuralnetworks/task_spec.h"
 
 #include <set>
 

@@ -1,14 +1,15 @@
-#include "nabu/cli/commands/separation.h"
+#include "nabu/postprocessing/separation.h"
 
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/processing/signal.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
                      bool early)
@@ -52,10 +53,10 @@ std::unique_ptr<TaskSeparation> Separator::task(const std::string& name, bool wi
   const ConfigFile& test_cfg = recipe_.get("test_evaluator.cfg");
   if (with_test_data) {
     const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
-    task->evaluator_ = std::make_unique<TaskLossEvaluator>(
+    task->evaluator_ = make_evaluator(EvaluatorContext{
         *task->section_, TaskRole::kTest, test_cfg.find_section("evaluator"),
         recipe_.get("database.conf"), segment_, *bank_, make_loss(*task->section_, loss_cfg),
-        stores_, 2);
+        stores_, 2});
   } else {
     task->graph_ = std::make_unique<ModelGraph>(*task->section_, *bank_);
   }
@@ -157,4 +158,4 @@ Separation TaskSeparation::separate(const DataLine& mixture) {
   return reconstruct(mixture.utterance, one, &mixture);
 }
 
-}  // namespace nabu::cli
+}  // namespace nabu

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "nabu/core/recipe.h"
-#include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
+#include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
@@ -16,9 +16,7 @@
 #include "nabu/processing/audio.h"
 #include "nabu/processing/section_reader.h"
 
-namespace nabu::cli {
-
-namespace fs = std::filesystem;
+namespace nabu {
 
 struct Separation {
   std::string utterance;
@@ -51,7 +49,7 @@ class TaskSeparation {
   const ConfigSection* section_;
   ReconstructorPtr reconstructor_;
   std::unique_ptr<SectionReader> mixture_, usedbins_;
-  std::unique_ptr<TaskLossEvaluator> evaluator_;  // test data (test only)
+  EvaluatorPtr evaluator_;                // test data (test only)
   std::unique_ptr<ModelGraph> graph_;             // new mixtures (separate only)
   bool loaded_ = false;
 };
@@ -60,7 +58,8 @@ class Separator {
  public:
   // The model of stage `segment` (<expdir>/<segment>/model/model.pt), or with `early` the latest
   // validated checkpoint of the training.
-  Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment, bool early);
+  Separator(const Recipe& recipe, const std::filesystem::path& expdir, const std::string& segment,
+            bool early);
   std::unique_ptr<TaskSeparation> task(const std::string& name, bool with_test_data = true);
   const Recipe& recipe() const { return recipe_; }
 
@@ -69,9 +68,9 @@ class Separator {
   void load_parameters(const std::set<std::string>& models);
   const Recipe& recipe_;
   std::string segment_;
-  fs::path model_file_;
+  std::filesystem::path model_file_;
   std::unique_ptr<ModelBank> bank_;
   StoreCache stores_;
 };
 
-}  // namespace nabu::cli
+}  // namespace nabu

@@ -7,7 +7,7 @@
 
 #include "nabu/core/options.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 struct CatalogEntry {
   std::string family;
@@ -18,4 +18,4 @@ struct CatalogEntry {
 
 const std::vector<CatalogEntry>& catalog();
 
-}  // namespace nabu::cli
+}  // namespace nabu

@@ -6,7 +6,7 @@
 
 #include "nabu/core/config.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 struct CheckReport {
   std::vector<std::string> problems;
@@ -18,4 +18,4 @@ struct CheckReport {
 CheckReport check_recipe(const std::filesystem::path& recipe_dir,
                          const std::vector<ConfigOverride>& overrides);
 
-}  // namespace nabu::cli
+}  // namespace nabu

@@ -1,11 +1,15 @@
-#include "nabu/cli/commands/catalog.h"
+#include "nabu/catalog/catalog.h"
 
+#include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/trainers/trainer.h"
+#include "nabu/postprocessing/reconstructors/reconstructor.h"
+#include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/feature_computer.h"
 #include "nabu/processing/processor.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 namespace {
 
@@ -24,8 +28,12 @@ const std::vector<CatalogEntry>& catalog() {
       entry_for(feature_registry()),
       entry_for(model_registry()),
       entry_for(loss_registry()),
+      entry_for(evaluator_registry()),
+      entry_for(trainer_registry()),
+      entry_for(reconstructor_registry()),
+      entry_for(scorer_registry()),
   };
   return entries;
 }
 
-}  // namespace nabu::cli
+}  // namespace nabu

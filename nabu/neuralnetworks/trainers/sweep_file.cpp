@@ -1,4 +1,4 @@
-#include "nabu/cli/commands/sweep_file.h"
+#include "nabu/neuralnetworks/trainers/sweep_file.h"
 
 #include <set>
 
@@ -6,7 +6,7 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 std::vector<std::string> SweepBlock::descriptions() const {
   std::vector<std::string> out;
@@ -68,4 +68,4 @@ std::vector<SweepBlock> parse_sweep_file(const std::string& path) {
   return parse_sweep_text(text, path);
 }
 
-}  // namespace nabu::cli
+}  // namespace nabu

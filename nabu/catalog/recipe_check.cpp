@@ -1,4 +1,4 @@
-#include "nabu/cli/commands/recipe_check.h"
+#include "nabu/catalog/recipe_check.h"
 
 #include <functional>
 #include <set>
@@ -8,11 +8,12 @@
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
-#include "nabu/neuralnetworks/trainers/task_spec.h"
+#include "nabu/neuralnetworks/evaluators/evaluator.h"
+#include "nabu/neuralnetworks/task_spec.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/processing/database_section.h"
 
-namespace nabu::cli {
+namespace nabu {
 
 namespace {
 
@@ -120,6 +121,7 @@ class RecipeChecker {
                         did_you_mean(name, database_->section_names()));
     }
     check_graph(section, spec);
+    if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });
     guard([&] {
       ConfigSection options("", {});
       std::string type = resolve_loss_type(section, loss_cfg_, &options);
@@ -179,10 +181,8 @@ class RecipeChecker {
       problem(validation.path() + ": no [evaluator] section");
       return;
     }
-    std::string type = evaluator->get_string("evaluator", "task_loss_evaluator");
-    if (type != "task_loss_evaluator" && type != "None")
-      problem(evaluator->where("evaluator") + ": unknown evaluator '" + type +
-              "'; known: task_loss_evaluator, None");
+    if (evaluator->get_string("evaluator", "") != "None")
+      guard([&] { evaluator_type(*evaluator, nullptr); });
     auto excluded = evaluator->get_list("tasks_excluded_for_val", {});
     for (const auto& task : training_tasks_) {
       if (std::find(excluded.begin(), excluded.end(), task) != excluded.end()) continue;
@@ -262,4 +262,4 @@ CheckReport check_recipe(const fs::path& recipe_dir, const std::vector<ConfigOve
   return report;
 }
 
-}  // namespace nabu::cli
+}  // namespace nabu

@@ -1,0 +1,67 @@
+// Evaluators compute a task's loss over a fixed set of batches with training off (no input noise,
+// no dropout): validation during training and the test loss (docs/trainer.md, "Validation").
+// They are made by name through evaluator_registry(), from the task section's `evaluator` key
+// (or the [evaluator] section's); the original has one, task_loss_evaluator.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "nabu/core/config.h"
+#include "nabu/core/registry.h"
+#include "nabu/distributed/communicator.h"
+#include "nabu/neuralnetworks/loss_computers/loss_computer.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/neuralnetworks/models/model_graph.h"
+#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/pipeline/example_set.h"
+
+namespace nabu {
+
+struct EvaluationResult {
+  double loss = 0, norm = 0;  // sums over batches (and ranks)
+  int64_t batches = 0, examples = 0;
+  double value() const { return norm != 0 ? loss / norm : 0.0; }
+};
+
+// What an evaluator is built from.
+struct EvaluatorContext {
+  const ConfigSection& section;    // the task section of validation/test_evaluator.cfg
+  TaskRole role;                   // kValidation or kTest
+  const ConfigSection* evaluator;  // its [evaluator] section (batch_size fallbacks), may be null
+  const ConfigFile& database;
+  std::string segment_length;  // the stores to read ("100", "full", ...)
+  ModelBank& bank;
+  LossPtr loss;
+  StoreCache& stores;
+  int prefetch = 2;
+};
+
+class Evaluator {
+ public:
+  using BatchCallback = std::function<void(const Batch&, const TensorMap& outputs)>;
+  virtual ~Evaluator() = default;
+  virtual const TaskSpec& spec() const = 0;
+  virtual ModelGraph& graph() = 0;
+  // Whole batches available.
+  virtual int64_t num_batches() const = 0;
+  // Evaluates the first `max_batches` batches (-1: all) in order. With a communicator of
+  // several ranks, rank r takes batches r, r+W, ... and the sums are all-reduced. `on_batch`
+  // receives every batch this rank evaluated with the model outputs.
+  virtual EvaluationResult evaluate(int64_t max_batches = -1,
+                                    Communicator* communicator = nullptr,
+                                    const BatchCallback& on_batch = {}) = 0;
+};
+
+using EvaluatorPtr = std::unique_ptr<Evaluator>;
+using EvaluatorRegistry = Registry<EvaluatorPtr, const EvaluatorContext&>;
+EvaluatorRegistry& evaluator_registry();
+
+// The evaluator type of a task: its section's `evaluator` key, else the [evaluator] section's
+// (unless that names the multi-task wrapper, `multi_task`), else task_loss_evaluator. An unknown
+// name is a ConfigError naming file:line and key.
+std::string evaluator_type(const ConfigSection& section, const ConfigSection* evaluator);
+EvaluatorPtr make_evaluator(const EvaluatorContext& context);
+
+}  // namespace nabu

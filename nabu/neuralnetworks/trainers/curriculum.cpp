@@ -1,0 +1,113 @@
+#include "nabu/neuralnetworks/trainers/curriculum.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/core/fs.h"
+#include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/neuralnetworks/trainers/trainer.h"
+
+namespace nabu {
+
+namespace {
+
+// <stage>/trainer.cfg with the per-segment values replaced by this stage's, and
+// <stage>/database.cfg with every store_dir pointing at the stage's stores (docs/trainer.md).
+void write_stage_configs(const Recipe& recipe, const TrainerOptions& options,
+                         const StageSettings& stage, const fs::path& stage_dir) {
+  ConfigFile trainer = recipe.get("trainer.cfg");
+  auto& section = trainer.section("trainer");
+  Origin origin{"stage " + stage.segment_length, 0};
+  section.set("batch_size", std::to_string(stage.batch_size), origin);
+  section.set("numbatches_to_aggregate",
+              std::to_string(options.numbatches_to_aggregate.at(stage.index)), origin);
+  section.set("initial_learning_rate", fmt::format("{}", stage.initial_learning_rate), origin);
+  section.set("learning_rate_decay", fmt::format("{}", stage.learning_rate_decay), origin);
+  trainer.save(stage_dir / "trainer.cfg");
+  ConfigFile database = recipe.get("database.conf");
+  for (auto section_name : database.section_names()) {
+    auto& db_section = database.section(section_name);
+    if (db_section.has("store_dir"))
+      db_section.set("store_dir",
+                     (fs::path(db_section.get_string("store_dir")) / stage.segment_length).string(),
+                     origin);
+  }
+  database.save(stage_dir / "database.cfg");
+}
+
+nlohmann::json read_val_sum(const fs::path& path) {
+  if (!fs::exists(path)) return nlohmann::json::object();
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception&) {
+    return nlohmann::json::object();  // rewritten after the next stage
+  }
+}
+
+}  // namespace
+
+void run_curriculum(const Recipe& recipe, const fs::path& expdir,
+                    const CurriculumSettings& settings, Communicator& communicator) {
+  const TrainerOptions options = read_trainer_options(recipe.get("trainer.cfg"));
+  const auto stages = resolve_stages(options, settings.max_steps);
+  const bool chief = communicator.is_chief();
+  nlohmann::json val_sum =
+      settings.resume ? read_val_sum(expdir / "val_sum.json") : nlohmann::json::object();
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const StageSettings& stage = stages[i];
+    fs::path stage_dir = expdir / stage.segment_length;
+    if (chief) {
+      ensure_directory(stage_dir);
+      write_stage_configs(recipe, options, stage, stage_dir);
+    }
+    // Every rank decides on skipping, resuming and initialising from the same files.
+    communicator.barrier();
+    bool has_checkpoint = fs::exists(stage_dir / "logdir" / "latest.pt");
+    if (stage.segment_length != "full" && fs::exists(stage_dir / "model" / "model.pt") &&
+        has_checkpoint && load_checkpoint(stage_dir / "logdir" / "latest.pt", {}).finished) {
+      if (chief)
+        spdlog::info("[{}] stage already trained ({}), skipped", stage.segment_length,
+                     (stage_dir / "model" / "model.pt").string());
+      continue;
+    }
+    fs::path init;
+    if (!has_checkpoint) {
+      if (i == 0 && !options.init_file.empty()) {
+        init = options.init_file;
+        if (!fs::exists(init))
+          throw ConfigError(recipe.get("trainer.cfg").section("trainer").where("init_file") +
+                            ": '" + options.init_file + "' does not exist");
+      } else if (i > 0) {
+        fs::path previous = expdir / stages[i - 1].segment_length / "model" / "model.pt";
+        if (fs::exists(previous)) init = previous;
+      }
+    }
+    RunSettings run;
+    run.seed = settings.seed + i;
+    run.resume = settings.resume || has_checkpoint;
+    // Each stage starts from the same seed, so a resumed run rebuilds the same models.
+    torch::manual_seed(run.seed);
+    StageContext context{recipe, options, stage, stage_dir, init, communicator, run};
+    auto trainer = trainer_registry().create(options.trainer, context);
+    StageResult result = trainer->run();
+    if (result.validated) {
+      if (options.acc_steps) {
+        nlohmann::json per_task;
+        for (const auto& [task, value] : result.best_per_task)
+          per_task[task] = std::round(value * 1e5) / 1e5;
+        val_sum[stage.segment_length] = per_task;
+      } else {
+        val_sum[stage.segment_length] = std::round(result.best_validation * 1e5) / 1e5;
+      }
+    }
+    if (chief) write_file_atomic(expdir / "val_sum.json", val_sum.dump(2) + "\n");
+  }
+  if (chief)
+    spdlog::info("training done; the final model is {}",
+                 (expdir / "full" / "model" / "model.pt").string());
+}
+
+}  // namespace nabu

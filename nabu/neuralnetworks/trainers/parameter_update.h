@@ -1,0 +1,81 @@
+// The update rule of one training step (docs/trainer.md, "One update"): each task's accumulated
+// gradient is divided by its loss norm, multiplied (gradient_multipliers), clipped element-wise
+// and checked for NaN/Inf; then either one optimizer step with the task-weighted sum (the
+// default), or one step per task and weight group in task order (acc_steps). Which task
+// parameter feeds which optimizer slot is worked out once, at construction.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
+
+namespace nabu {
+
+// The names among `named` that trainer.cfg's freeze_parameters patterns match (searched anywhere
+// in the name). A pattern that matches no name is a ConfigError naming the key.
+std::vector<std::string> frozen_parameter_names(
+    const TrainerOptions& options, const ConfigSection& trainer_section,
+    const std::vector<std::pair<std::string, torch::Tensor>>& named);
+
+class ParameterUpdate {
+ public:
+  struct Task {
+    std::string name;
+    double weight = 1.0;
+    std::vector<torch::Tensor> parameters;  // the order of the task's gradients
+  };
+  // What a task accumulated in one step.
+  struct TaskSums {
+    double loss = 0, norm = 0;
+    std::vector<torch::Tensor>* gradients = nullptr;  // aligned with Task::parameters
+  };
+
+  // `named`: the parameters that may be updated, by name, in a fixed order (the bank's); every
+  // task parameter must be among them. Throws ConfigError naming the key when a
+  // gradient_multipliers pattern matches no parameter.
+  ParameterUpdate(const TrainerOptions& options, const ConfigSection& trainer_section,
+                  double initial_learning_rate,
+                  const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                  std::vector<Task> tasks);
+
+  // One update. `failure_hint` ends the message of a NaN/Inf error (where the best model is).
+  void apply(const std::vector<TaskSums>& sums, double learning_rate, int64_t step,
+             const std::string& failure_hint);
+
+  // In a fixed order, for checkpoints.
+  std::vector<torch::optim::Optimizer*> optimizers() const;
+  // Every parameter some task updates, in the order of `named`.
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+
+  // The optimizer `options.optimizer` over `parameters` (exposed for the benchmarks and tests).
+  static std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+      const TrainerOptions& options, std::vector<torch::Tensor> parameters, double learning_rate);
+
+ private:
+  struct Slot {
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    int task = -1;  // -1: the joint optimizer
+    double lr_scale = 1.0;
+    std::vector<torch::Tensor> parameters;
+    std::vector<std::size_t> task_indices;  // acc_steps: the task gradient of each parameter
+  };
+  void prepare_gradients(const Task& task, const TaskSums& sums, int64_t step,
+                         const std::string& failure_hint) const;
+  void clip_norm(std::vector<torch::Tensor>& gradients) const;
+
+  TrainerOptions options_;
+  std::vector<Task> tasks_;
+  std::vector<torch::Tensor> parameters_;
+  // joint mode: for task t and its parameter i, the index into parameters_
+  std::vector<std::vector<std::size_t>> joint_index_;
+  // per task and parameter: the gradient multiplier (empty when none is configured)
+  std::vector<std::vector<double>> multipliers_;
+  std::vector<Slot> slots_;
+};
+
+}  // namespace nabu

@@ -1,0 +1,84 @@
+#include "nabu/neuralnetworks/trainers/progress.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <spdlog/spdlog.h>
+
+namespace nabu {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  int64_t total = static_cast<int64_t>(seconds);
+  if (total >= 3600) return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
+  if (total >= 60) return fmt::format("{}m{:02d}s", total / 60, total % 60);
+  return fmt::format("{}s", total);
+}
+
+TrainingProgress::TrainingProgress(std::string stage, int64_t num_steps, int progress_every,
+                                   const std::filesystem::path& metrics_path)
+    : stage_(std::move(stage)), num_steps_(num_steps), progress_every_(progress_every) {
+  if (!metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(metrics_path);
+}
+
+void TrainingProgress::start(int64_t first_step, int64_t limit) {
+  first_step_ = first_step;
+  limit_ = limit;
+  started_ = now_seconds();
+}
+
+void TrainingProgress::step(const Step& step) {
+  if (!metrics_) return;
+  nlohmann::json task_losses = nlohmann::json::object();
+  for (const auto& [name, value] : step.task_losses) task_losses[name] = value;
+  nlohmann::json record{{"type", "train"},
+                        {"stage", stage_},
+                        {"step", step.step},
+                        {"loss", step.loss},
+                        {"task_losses", task_losses},
+                        {"lr", step.learning_rate},
+                        {"seconds", step.seconds},
+                        {"examples", step.examples},
+                        {"frames", step.frames},
+                        {"allreduce_seconds", step.allreduce_seconds}};
+  if (step.extra.is_object())
+    for (const auto& [key, value] : step.extra.items()) record[key] = value;
+  metrics_->write(record);
+  if (step.step != first_step_ + 1 && step.step % progress_every_ != 0 && step.step != limit_)
+    return;
+  double elapsed = now_seconds() - started_;
+  double per_step = elapsed / std::max<int64_t>(1, step.step - first_step_);
+  std::string tasks_text;
+  if (step.task_losses.size() > 1)
+    for (const auto& [name, value] : step.task_losses)
+      tasks_text += fmt::format(" {} {:.4g}", name, value);
+  spdlog::info("[{}] step {}/{} loss {:.5g}{} lr {:.3g} {:.2f} s/step {:.1f} ex/s ETA {}", stage_,
+               step.step, num_steps_, step.loss, tasks_text, step.learning_rate, per_step,
+               step.examples / std::max(step.seconds, 1e-9),
+               format_duration(per_step * (limit_ - step.step)));
+}
+
+void TrainingProgress::validation(nlohmann::json record, const std::string& line) {
+  if (!metrics_) return;
+  spdlog::info("{}", line);
+  record["type"] = "validation";
+  record["stage"] = stage_;
+  metrics_->write(record);
+}
+
+void TrainingProgress::record(nlohmann::json record) {
+  if (!metrics_) return;
+  record["stage"] = stage_;
+  metrics_->write(record);
+}
+
+}  // namespace nabu

@@ -1,0 +1,54 @@
+// What a stage reports while it trains: a console line every progress_every updates (loss,
+// learning rate, s/step, examples/s, ETA) and one JSON object per update and per validation in
+// <stage>/metrics.jsonl. Only the chief reports; on the other ranks every call does nothing.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nabu/core/logging.h"
+
+namespace nabu {
+
+// "1h02m", "3m05s", "42s"; "?" for a negative or infinite time.
+std::string format_duration(double seconds);
+
+class TrainingProgress {
+ public:
+  struct Step {
+    int64_t step = 0;
+    std::vector<std::pair<std::string, double>> task_losses;  // normalised, in task order
+    double loss = 0;  // sum of task_weight * task loss
+    double learning_rate = 0;
+    double seconds = 0, allreduce_seconds = 0;
+    int64_t examples = 0, frames = 0;
+    nlohmann::json extra;  // more fields for the metrics line (may be null)
+  };
+
+  // `metrics_path` empty: this rank reports nothing.
+  TrainingProgress(std::string stage, int64_t num_steps, int progress_every,
+                   const std::filesystem::path& metrics_path);
+  bool enabled() const { return metrics_ != nullptr; }
+  // The first update of this run (after a resume: the step it resumed at) and the last one.
+  void start(int64_t first_step, int64_t limit);
+  void step(const Step& step);
+  // A validation line and record; `record` gets "type" and "stage" added.
+  void validation(nlohmann::json record, const std::string& line);
+  // Any other record for metrics.jsonl (profiles, exports); gets "stage" added.
+  void record(nlohmann::json record);
+
+ private:
+  std::string stage_;
+  int64_t num_steps_ = 0, first_step_ = 0, limit_ = 0;
+  int progress_every_ = 10;
+  double started_ = 0;
+  std::unique_ptr<MetricsWriter> metrics_;
+};
+
+}  // namespace nabu

@@ -1,0 +1,151 @@
+#include "nabu/neuralnetworks/trainers/training_run.h"
+
+#include <csignal>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/core/fs.h"
+#include "nabu/core/logging.h"
+#include "nabu/core/recipe.h"
+#include "nabu/core/strings.h"
+#include "nabu/distributed/process_group.h"
+#include "nabu/neuralnetworks/trainers/curriculum.h"
+#include "nabu/neuralnetworks/trainers/trainer.h"
+
+namespace nabu {
+
+namespace {
+
+void on_interrupt(int) { interrupt_requested = 1; }
+
+bool has_training(const fs::path& expdir) {
+  std::error_code ec;
+  if (fs::exists(expdir / "val_sum.json", ec)) return true;
+  if (!fs::is_directory(expdir, ec)) return false;
+  for (const auto& entry : fs::directory_iterator(expdir, ec))
+    if (entry.is_directory() && fs::exists(entry.path() / "logdir")) return true;
+  return false;
+}
+
+std::vector<ConfigOverride> parse_overrides(const std::vector<std::string>& sets) {
+  std::vector<ConfigOverride> overrides;
+  for (const auto& spec : sets) overrides.push_back(ConfigOverride::parse(spec));
+  return overrides;
+}
+
+// What a resumed run must repeat to continue the same experiment (the data order follows the
+// seed), recorded at the start in <expdir>/train_options.json.
+void record_run_options(const fs::path& expdir, const TrainingRunOptions& run) {
+  nlohmann::json record = {{"seed", run.seed},
+                           {"max_steps", run.max_steps},
+                           {"deterministic", run.deterministic}};
+  write_file_atomic(expdir / "train_options.json", record.dump(2) + "\n");
+}
+
+TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptions run) {
+  fs::path path = expdir / "train_options.json";
+  if (!fs::exists(path)) return run;
+  try {
+    auto record = nlohmann::json::parse(read_file(path));
+    run.seed = record.at("seed").get<std::uint64_t>();
+    run.max_steps = record.at("max_steps").get<std::vector<int64_t>>();
+    run.deterministic = record.at("deterministic").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": unreadable (" + std::string(e.what()) + ")");
+  }
+  return run;
+}
+
+// The chief prepares a fresh experiment directory: the recipe as used, its overrides, the
+// options a resume must repeat.
+Recipe prepare_experiment(const TrainingRunOptions& run) {
+  const fs::path& expdir = run.expdir;
+  if (has_training(expdir)) {
+    if (!run.overwrite)
+      throw Error(expdir.string() + " already holds a training; continue it with --resume, "
+                  "start over with --overwrite, or pick another --expdir");
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(expdir, ec))
+      if (entry.is_directory() && fs::exists(entry.path() / "logdir")) fs::remove_all(entry.path());
+    fs::remove(expdir / "val_sum.json", ec);
+  }
+  Recipe recipe = Recipe::load(run.recipe, parse_overrides(run.sets));
+  ensure_directory(expdir);
+  log_to_file(expdir / "run.log");
+  recipe.save_copy(expdir);
+  std::string overrides;
+  for (const auto& spec : run.sets) overrides += spec + "\n";
+  write_file_atomic(expdir / "overrides.txt", overrides);
+  record_run_options(expdir, run);
+  spdlog::info("training recipe {} in {}{}", run.recipe.string(), expdir.string(),
+               run.sets.empty() ? "" : " with overrides: " + join(run.sets, " "));
+  return recipe;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_max_steps(const std::string& text) {
+  std::vector<int64_t> values;
+  for (const auto& field : split(text, ',')) {
+    auto value = parse_int(trim(field));
+    if (!value || *value < -1)
+      throw Error("--max-steps='" + text + "': expected N or N1,N2,... (integers, -1 = no limit)");
+    values.push_back(*value);
+  }
+  if (values.empty()) throw Error("--max-steps is empty");
+  return values;
+}
+
+void run_training(const TrainingRunOptions& requested) {
+  const TrainingRunOptions run =
+      requested.resume ? recorded_run_options(requested.expdir, requested) : requested;
+  const fs::path& expdir = run.expdir;
+  if (run.resume) torch::manual_seed(run.seed);
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  // warn_only: LibTorch flags a few ops (max_unpool2d of encoder_decoder_cnn) as nondeterministic
+  // for CUDA's sake; their CPU kernels write each output once, so they stay reproducible here.
+  if (run.deterministic) torch::globalContext().setDeterministicAlgorithms(true, true);
+  // World size 1 without the torchrun variables: a LocalCommunicator, nothing changes.
+  auto environment = DistributedEnvironment::from_environment();
+  const bool chief = environment.rank == 0;
+
+  Recipe recipe;
+  if (run.resume) {
+    if (!fs::exists(expdir / "trainer.cfg"))
+      throw Error(expdir.string() + " holds no experiment to resume (no trainer.cfg copy); start "
+                  "it without --resume");
+    if (!run.sets.empty())
+      throw Error("--set cannot change a resumed experiment; edit nothing and resume, or start a "
+                  "new --expdir");
+    recipe = Recipe::load(expdir);
+    if (chief) log_to_file(expdir / "run.log");
+    spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
+                 run.seed, fmt::join(run.max_steps, ","), run.deterministic ? ", deterministic" : "");
+  } else if (!chief) {
+    // The chief prepares the experiment directory; the others read the recipe as given.
+    recipe = Recipe::load(run.recipe, parse_overrides(run.sets));
+  } else {
+    recipe = prepare_experiment(run);
+  }
+  for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
+  // Reading the options here reports a bad trainer.cfg before any process group is formed.
+  read_trainer_options(recipe.get("trainer.cfg"));
+  spdlog::info("threads: {}, seed: {}{}", torch::get_num_threads(), run.seed,
+               run.deterministic ? ", deterministic" : "");
+
+  auto communicator =
+      make_communicator(environment, std::chrono::seconds(run.dist_timeout_seconds));
+  if (environment.distributed())
+    spdlog::info("distributed: rank {} of {} (rendezvous {}:{})", environment.rank,
+                 environment.world_size, environment.master_addr, environment.master_port);
+  CurriculumSettings settings;
+  settings.seed = run.seed;
+  settings.resume = run.resume;
+  settings.max_steps = run.max_steps;
+  run_curriculum(recipe, expdir, settings, *communicator);
+}
+
+}  // namespace nabu

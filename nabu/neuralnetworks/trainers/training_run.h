@@ -1,0 +1,29 @@
+// A training run behind `nabu train` (and each run of `nabu sweep`): the experiment directory
+// (the recipe as used, overrides.txt, train_options.json, run.log), the process group of a
+// distributed run, and the curriculum. --resume continues the run recorded in the directory.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace nabu {
+
+struct TrainingRunOptions {
+  std::filesystem::path recipe, expdir;
+  std::vector<std::string> sets;  // --set FILE:SECTION:KEY=VALUE, as given
+  uint64_t seed = 1234;
+  bool resume = false, overwrite = false, deterministic = false;
+  // Updates per stage at most: one value for every stage or one per stage (the last repeats);
+  // -1 = not given (trainer.cfg's max_steps applies).
+  std::vector<int64_t> max_steps{-1};
+  int dist_timeout_seconds = 300;
+};
+
+void run_training(const TrainingRunOptions& options);
+
+// Parses --max-steps: "N" or "N1,N2,..." (integers >= -1); throws Error naming the option.
+std::vector<int64_t> parse_max_steps(const std::string& text);
+
+}  // namespace nabu

@@ -1,0 +1,117 @@
+#include "nabu/postprocessing/test_run.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/core/fs.h"
+#include "nabu/core/logging.h"
+#include "nabu/core/strings.h"
+#include "nabu/postprocessing/scorers/score_summary.h"
+#include "nabu/postprocessing/separation.h"
+
+namespace nabu {
+
+namespace {
+
+// The scorers of one task with the side data they read: references and the mixture.
+struct ScoringData {
+  std::vector<ScorerPtr> scorers;
+  std::vector<ScoreSummary> summaries;
+  std::unique_ptr<SectionReader> sources, mixture;
+};
+
+void write_json(const fs::path& path, const nlohmann::json& value) {
+  write_file_atomic(path, value.dump(2) + "\n");
+}
+
+ScoringData make_scoring(const Recipe& recipe, const std::string& task) {
+  ScoringData scoring;
+  const ConfigFile* scorer_cfg = recipe.find("scorer.cfg");
+  const ConfigSection* section = scorer_cfg ? scorer_cfg->find_section(task) : nullptr;
+  if (!section) {
+    spdlog::warn("task {}: no [{}] in scorer.cfg: signals are reconstructed but not scored", task,
+                 task);
+    return scoring;
+  }
+  scoring.scorers = make_scorers(*section);
+  const auto& options = scoring.scorers.front()->options();
+  scoring.sources = std::make_unique<SectionReader>(recipe, options.org_src);
+  scoring.mixture = std::make_unique<SectionReader>(recipe, options.base);
+  const ConfigFile& database = recipe.get("database.conf");
+  SpeakerInfo speakers;
+  for (const auto& file : database.section(options.spkinfo).get_list("datafiles")) {
+    auto more = read_speaker_info(file);
+    speakers.insert(more.begin(), more.end());
+  }
+  for (const auto& scorer : scoring.scorers)
+    scoring.summaries.emplace_back(scorer->metrics(), speakers);
+  return scoring;
+}
+
+void score(ScoringData& scoring, const Separation& separation) {
+  if (scoring.scorers.empty()) return;
+  auto references = scoring.sources->read(separation.utterance);
+  auto mixture = scoring.mixture->read(separation.utterance).reshape({-1});
+  int64_t length = std::min({references.size(1), mixture.size(0), separation.signals.size(1)});
+  references = references.slice(1, 0, length);
+  mixture = mixture.slice(0, 0, length);
+  auto estimates = separation.signals.slice(1, 0, length);
+  for (std::size_t i = 0; i < scoring.scorers.size(); ++i)
+    scoring.summaries[i].add(separation.utterance,
+                             scoring.scorers[i]->evaluate(references, estimates, mixture));
+}
+
+}  // namespace
+
+void run_test(const Recipe& recipe, const fs::path& expdir,
+                       const TestRunOptions& options) {
+  fs::path testdir = expdir / "test";
+  ensure_directory(testdir);
+  const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
+  const ConfigSection& evaluator = test_cfg.section("evaluator");
+  std::vector<std::string> tasks = options.task.empty()
+                                       ? evaluator.get_list("tasks")
+                                       : std::vector<std::string>{options.task};
+  std::string segment = evaluator.get_string("segment_length", "full");
+  Separator separator(recipe, expdir, segment, options.allow_early_testing);
+  nlohmann::json losses = nlohmann::json::object();
+  for (const auto& task : tasks) {
+    if (!test_cfg.has_section(task))
+      throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
+                        did_you_mean(task, test_cfg.section_names()));
+    auto run = separator.task(task);
+    ScoringData scoring = make_scoring(recipe, task);
+    fs::path wav_dir = testdir / "reconstructions" / task;
+    std::string pointers;
+    int64_t done = 0;
+    auto loss = run->evaluate(options.max_utterances, [&](const Separation& separation) {
+      std::vector<std::string> paths;
+      for (int64_t s = 0; s < separation.signals.size(0); ++s) {
+        fs::path path = wav_dir / ("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
+        write_audio(path.string(), separation.signals[s], separation.sample_rate);
+        paths.push_back(path.string());
+      }
+      pointers += separation.utterance + " " + join(paths, " ") + "\n";
+      score(scoring, separation);
+      ++done;
+    });
+    write_file_atomic(wav_dir / "pointers.scp", pointers);
+    losses[task] = loss.value();
+    write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
+    spdlog::info("task {}: test loss {:.6g} over {} utterances; {} reconstructed into {}", task,
+                 loss.value(), loss.examples, done, wav_dir.string());
+    for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
+      const auto& type = scoring.scorers[i]->type();
+      write_json(testdir / ("results_" + task + "_" + type + "_complete.json"),
+                 scoring.summaries[i].complete_json());
+      write_json(testdir / ("results_" + task + "_" + type + "_summary.json"),
+                 scoring.summaries[i].summary_json());
+      if (options.on_summary) options.on_summary(scoring.summaries[i].summary_text(type));
+    }
+  }
+  write_json(testdir / "test_losses.json", losses);
+  spdlog::info("test results in {}", testdir.string());
+}
+
+}  // namespace nabu

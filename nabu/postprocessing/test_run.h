@@ -1,0 +1,27 @@
+// The test of a trained experiment (`nabu test`, docs/trainer.md "Testing"): for every task of
+// test_evaluator.cfg, the test loss, the separated signals (reconstructor.cfg) written as wavs
+// and their scores (scorer.cfg) written as the original's results JSON, all in <expdir>/test/.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nabu/core/recipe.h"
+
+namespace nabu {
+
+struct TestRunOptions {
+  std::string task;                // only this task (default: [evaluator] tasks)
+  bool allow_early_testing = false;  // the latest validated checkpoint of a running training
+  int64_t max_utterances = -1;     // reconstructed and scored per task at most (-1 = all)
+  // Receives each score table (per task and scorer) as soon as it is known.
+  std::function<void(const std::string&)> on_summary;
+};
+
+void run_test(const Recipe& recipe, const std::filesystem::path& expdir,
+                       const TestRunOptions& options);
+
+}  // namespace nabu
