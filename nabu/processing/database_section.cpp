@@ -9,9 +9,10 @@ void DatabaseSectionOptions::declare(OptionsReader& r) {
   r("datafiles", datafiles,
     "list file(s), one line per utterance: 'utt wav', 'utt wav begin end' or 'utt wav1 wav2 ...'");
   r("preprocess", preprocess, "True: computed by `nabu data` into store_dir");
-  r("writer_style", writer_style,
-    "numpy_float_array_as_tfrecord / numpy_bool_array_as_tfrecord / float_list_as_tfrecord / "
-    "index_list_as_tfrecord: the stored element type");
+  r.choice("writer_style", writer_style,
+           {"numpy_float_array_as_tfrecord", "numpy_bool_array_as_tfrecord",
+            "float_list_as_tfrecord", "index_list_as_tfrecord"},
+           "the stored element type (float32, bool, float32, int32)");
   r("store_dir", store_dir, "where the HDF5 stores go (one per segment length)");
   r("processor_config", processor_config, "the processor config file");
   r("segment_lengths", segment_lengths, "segment lengths to store (frames, or full)");
@@ -22,6 +23,13 @@ void DatabaseSectionOptions::declare(OptionsReader& r) {
   r("dependencies", dependencies,
     "sections that must be prepared first (None for none); also derived from meanandvar_dir");
   r("label2index_dir", label2index_dir, "label index directory (string label processors)");
+  for (const auto& segment : segment_lengths)
+    r.require(segment == "full" || (parse_int(segment) && *parse_int(segment) > 0),
+              "segment_lengths", "'" + segment + "' is neither full nor a positive integer");
+  r.require(!preprocess || !store_dir.empty(), "store_dir", "required when preprocess = True");
+  r.require(!preprocess || !processor_config.empty(), "processor_config",
+            "required when preprocess = True");
+  r.require(!datafiles.empty(), "datafiles", "required");
 }
 
 std::vector<std::string> DatabaseSectionOptions::dependency_names() const {
@@ -34,14 +42,7 @@ std::vector<std::string> DatabaseSectionOptions::dependency_names() const {
 DatabaseSectionOptions read_database_section(const ConfigSection& section,
                                              const ConfigFile& database) {
   ConfigSection resolved = resolve_globalvars(section, database);
-  auto options = read_options<DatabaseSectionOptions>(resolved, "a database.conf section");
-  if (options.preprocess) {
-    if (options.store_dir.empty()) resolved.fail("store_dir", "required when preprocess = True");
-    if (options.processor_config.empty())
-      resolved.fail("processor_config", "required when preprocess = True");
-  }
-  if (options.datafiles.empty()) resolved.fail("datafiles", "required");
-  return options;
+  return read_options<DatabaseSectionOptions>(resolved, "a database.conf section");
 }
 
 }  // namespace nabu

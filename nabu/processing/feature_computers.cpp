@@ -7,10 +7,11 @@
 namespace nabu {
 
 void FeatureOptions::declare(OptionsReader& r) {
-  r("feature", feature, "raw, spec, magspec, logspec, powspec, angspec, fbank or mfcc");
+  r.choice("feature", feature, feature_registry().names(), "what is computed from the signal");
   r("winlen", winlen, "window length in seconds");
   r("winstep", winstep, "window step in seconds");
-  r("winfunc", winfunc, "cosine, hanning, hamming or none");
+  r.choice("winfunc", winfunc, {"cosine", "hanning", "hamming", "none", "None"},
+           "the analysis window");
   r("nfft", nfft, "FFT length (bins = nfft/2+1)");
   r("preemph", preemph, "pre-emphasis coefficient (not for spec/raw)");
   r("include_energy", include_energy, "append the log frame energy as a last column");
@@ -19,7 +20,15 @@ void FeatureOptions::declare(OptionsReader& r) {
   r("lowfreq", lowfreq, "fbank/mfcc: lowest filter edge (Hz)");
   r("highfreq", highfreq, "fbank/mfcc: highest filter edge (Hz), -1 = rate/2");
   r("ceplifter", ceplifter, "mfcc: cepstral lifter");
-  r("dynamic", dynamic, "fbank/mfcc: nodelta, delta or ddelta");
+  r.choice("dynamic", dynamic, {"nodelta", "delta", "ddelta"},
+           "fbank/mfcc: append the first (delta) or first and second (ddelta) derivatives");
+  r.require(nfft > 0, "nfft", "must be positive");
+  r.require(winlen > 0, "winlen", "must be positive");
+  r.require(winstep > 0, "winstep", "must be positive");
+  r.require(nfilt > 0, "nfilt", "must be positive");
+  r.require(numcep > 0 && numcep <= nfilt, "numcep", "must lie in 1..nfilt");
+  r.require(lowfreq >= 0, "lowfreq", "must not be negative");
+  r.require(highfreq == -1 || highfreq > lowfreq, "highfreq", "must be -1 or above lowfreq");
 }
 
 FrameSettings FeatureOptions::frames(int sample_rate) const {
@@ -38,11 +47,6 @@ FeatureRegistry& feature_registry() {
 }
 
 FeatureComputerPtr make_feature_computer(const FeatureOptions& options) {
-  if (!is_known_window(options.winfunc))
-    throw ConfigError("unknown winfunc '" + options.winfunc +
-                      "' (known: cosine, hanning, hamming, none)");
-  if (options.nfft <= 0 || options.winlen <= 0 || options.winstep <= 0)
-    throw ConfigError("nfft, winlen and winstep must be positive");
   return feature_registry().create(options.feature, options);
 }
 
@@ -62,7 +66,9 @@ double mel_to_hz(double mel) { return 700.0 * (std::pow(10.0, mel / 2595.0) - 1.
 
 torch::Tensor mel_filterbank(int nfilt, int nfft, int sample_rate, int lowfreq, int highfreq) {
   double high = highfreq < 0 ? sample_rate / 2.0 : highfreq;
-  if (high > sample_rate / 2.0) throw ConfigError("highfreq is above half the sample rate");
+  if (high > sample_rate / 2.0)
+    throw DataError("highfreq " + std::to_string(highfreq) + " Hz is above half the sample rate (" +
+                    std::to_string(sample_rate) + " Hz)");
   double low_mel = hz_to_mel(lowfreq), high_mel = hz_to_mel(high);
   std::vector<double> bins(nfilt + 2);
   for (int i = 0; i < nfilt + 2; ++i) {
@@ -184,10 +190,7 @@ torch::Tensor time_derivative(const torch::Tensor& features) {
 class FilterbankFeature : public FeatureComputer {
  public:
   FilterbankFeature(const FeatureOptions& options, bool cepstra)
-      : FeatureComputer(options), cepstra_(cepstra) {
-    if (options.dynamic != "nodelta" && options.dynamic != "delta" && options.dynamic != "ddelta")
-      throw ConfigError("unknown dynamic '" + options.dynamic + "' (nodelta, delta, ddelta)");
-  }
+      : FeatureComputer(options), cepstra_(cepstra) {}
 
   torch::Tensor compute(const torch::Tensor& signal, int sample_rate) const override {
     // As the original's fbank: frames without a window function (rectangular).

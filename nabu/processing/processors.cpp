@@ -125,13 +125,6 @@ torch::Tensor normalise(const torch::Tensor& features, const std::string& mvn_ty
   return features;
 }
 
-void check_mvn_type(const std::string& mvn_type) {
-  if (mvn_type != "global" && mvn_type != "local" && mvn_type != "none" && mvn_type != "None" &&
-      mvn_type != "from_files")
-    throw ConfigError("unknown mvn_type '" + mvn_type +
-                      "' (global, local, none/None or from_files)");
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct SignalOptions : FeatureOptions {
@@ -145,8 +138,9 @@ struct FeatOptions : SignalOptions {
   std::string mvn_type = "None";
   void declare(OptionsReader& r) {
     SignalOptions::declare(r);
-    r("mvn_type", mvn_type,
-      "global (statistics of the training section), local (per utterance), none/None");
+    r.choice("mvn_type", mvn_type, {"global", "local", "none", "None", "from_files"},
+             "global (statistics of the training section), local (per utterance), "
+             "none/None/from_files (none)");
   }
 };
 
@@ -154,9 +148,7 @@ struct FeatOptions : SignalOptions {
 class AudioFeatProcessor : public Processor {
  public:
   explicit AudioFeatProcessor(const FeatOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {
-    check_mvn_type(options.mvn_type);
-  }
+      : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     Audio audio = read_audio_fields(line.fields);
     if (sample_rate) *sample_rate = audio.sample_rate;
@@ -216,6 +208,10 @@ struct OneHotOptions : SignalOptions {
     SignalOptions::declare(r);
     r("nrs", nrs, "number of sources on each line");
     r("spk_select", spk_select, "which sources get a target column (default: all)");
+    r.require(nrs >= 1, "nrs", "must be at least 1");
+    for (int s : spk_select)
+      r.require(s >= 0 && s < nrs, "spk_select",
+                std::to_string(s) + " is not a source index (0.." + std::to_string(nrs - 1) + ")");
   }
 };
 
@@ -226,9 +222,6 @@ class OneHotPerFeatureTargetProcessor : public Processor {
       : options_(options), computer_(make_feature_computer(options)) {
     if (options_.spk_select.empty())
       for (int s = 0; s < options_.nrs; ++s) options_.spk_select.push_back(s);
-    for (int s : options_.spk_select)
-      if (s < 0 || s >= options_.nrs)
-        throw ConfigError("spk_select value " + std::to_string(s) + " is not a source index");
   }
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     auto features = source_features(*computer_, line, sample_rate, options_.nrs);  // [T,F,S]
@@ -253,6 +246,7 @@ struct ScoreLabelOptions : SignalOptions {
   void declare(OptionsReader& r) {
     SignalOptions::declare(r);
     r("mag_thres", mag_thres, "a bin is used when above the utterance maximum / mag_thres");
+    r.require(mag_thres > 0, "mag_thres", "must be positive");
   }
 };
 
@@ -260,9 +254,7 @@ struct ScoreLabelOptions : SignalOptions {
 class ScoreLabelPerFeatureProcessor : public Processor {
  public:
   explicit ScoreLabelPerFeatureProcessor(const ScoreLabelOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {
-    if (options.mag_thres <= 0) throw ConfigError("mag_thres must be positive");
-  }
+      : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     Audio audio = read_audio_fields(line.fields);
     if (sample_rate) *sample_rate = audio.sample_rate;
@@ -287,6 +279,7 @@ struct MultiTargetOptions : FeatOptions {
   void declare(OptionsReader& r) {
     FeatOptions::declare(r);
     r("nrs", nrs, "number of sources on each line");
+    r.require(nrs >= 1, "nrs", "must be at least 1");
   }
 };
 
@@ -294,9 +287,7 @@ struct MultiTargetOptions : FeatOptions {
 class MultiTargetProcessor : public Processor {
  public:
   explicit MultiTargetProcessor(const MultiTargetOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {
-    check_mvn_type(options.mvn_type);
-  }
+      : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     auto features = source_features(*computer_, line, sample_rate, options_.nrs);  // [T,F,S]
     if (options_.mvn_type == "None" || options_.mvn_type == "none") return features;
@@ -327,6 +318,8 @@ struct MatrixOptions : FeatOptions {
     FeatOptions::declare(r);
     r("nrcol", nrcol, "values per matrix row");
     r("nrs", nrs, "matrix rows (speakers)");
+    r.require(nrcol >= 1, "nrcol", "must be at least 1");
+    r.require(nrs >= 1, "nrs", "must be at least 1");
   }
 };
 
@@ -335,9 +328,7 @@ struct MatrixOptions : FeatOptions {
 class Matrix2VectorProcessor : public Processor {
  public:
   explicit Matrix2VectorProcessor(const MatrixOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {
-    check_mvn_type(options.mvn_type);
-  }
+      : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     if (line.fields.size() != 2)
       throw DataError("expected 'audio.wav matrixfile', got " + std::to_string(line.fields.size()) +

@@ -86,16 +86,14 @@ torch::Tensor as_dtype_of(const torch::Tensor& tensor, const torch::Tensor& like
   return tensor.to(like.device(), like.scalar_type());
 }
 
-MaskActivation parse_activation(const std::string& text, const ConfigSection* section,
-                                const std::string& key) {
-  if (text == "softmax") return MaskActivation::kSoftmax;
-  if (text == "sigmoid") return MaskActivation::kSigmoid;
-  if (text == "None" || text == "none") return MaskActivation::kNone;
-  const std::string message =
-      "unknown activation '" + text + "'" +
-      did_you_mean(text, {"softmax", "sigmoid", "None"}) + "; known: softmax, sigmoid, None";
-  if (section) section->fail(key, message);
-  throw ConfigError(key + ": " + message);
+void declare_mask_activation(OptionsReader& r, const std::string& key, MaskActivation& value,
+                             const std::string& help) {
+  r.choice(key, value,
+           {{"softmax", MaskActivation::kSoftmax},
+            {"sigmoid", MaskActivation::kSigmoid},
+            {"None", MaskActivation::kNone},
+            {"none", MaskActivation::kNone}},
+           help);
 }
 
 torch::Tensor apply_activation(const torch::Tensor& logits, MaskActivation activation,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nabu/core/config.h"
+#include "nabu/core/options.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
 namespace nabu::losses {
@@ -39,10 +40,11 @@ torch::Tensor as_dtype_of(const torch::Tensor& tensor, const torch::Tensor& like
 // ---- activations -----------------------------------------------------------------------------
 
 enum class MaskActivation { kSoftmax, kSigmoid, kNone };
-// "softmax", "sigmoid", "None"/"none". Anything else is a ConfigError naming the key: the
-// original silently fell back (to softmax in PIT, to sigmoid in DANet), hiding typos.
-MaskActivation parse_activation(const std::string& text, const ConfigSection* section,
-                                const std::string& key);
+// Declares a mask activation key: "softmax", "sigmoid", "None"/"none". Anything else is a
+// ConfigError naming the key: the original silently fell back (to softmax in PIT, to sigmoid in
+// DANet), hiding typos.
+void declare_mask_activation(OptionsReader& r, const std::string& key, MaskActivation& value,
+                             const std::string& help);
 torch::Tensor apply_activation(const torch::Tensor& logits, MaskActivation activation,
                                int64_t speaker_dim);
 

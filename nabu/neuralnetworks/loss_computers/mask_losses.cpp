@@ -31,7 +31,6 @@ torch::Tensor mask_norm(const torch::Tensor& seq_lengths, int64_t speakers, int6
 // ---- pit ---------------------------------------------------------------------------------------
 
 struct PitOptions {
-  std::string activation = "softmax";
   bool rescale_recs = false;
   bool overspeakerized = false;
   bool no_perm = false;
@@ -40,8 +39,7 @@ struct PitOptions {
   MaskActivation mask_activation = MaskActivation::kSoftmax;
 
   void declare(OptionsReader& r) {
-    r("activation", activation, "mask activation over the speakers: softmax, sigmoid or None");
-    mask_activation = parse_activation(activation, r.section(), "activation");
+    declare_mask_activation(r, "activation", mask_activation, "mask activation over the speakers");
     r("rescale_recs", rescale_recs,
       "rescale each reconstruction so that its max |.| equals its target's");
     r("overspeakerized", overspeakerized,
@@ -139,15 +137,13 @@ class PitLoss : public LossComputer {
 // ---- deepattractornet --------------------------------------------------------------------------
 
 struct DeepAttractorOptions {
-  std::string activation = "softmax";
   bool frame_based = false;
   MaskActivation mask_activation = MaskActivation::kSoftmax;
 
   void declare(OptionsReader& r) {
-    r("activation", activation,
-      "mask activation of attractor·embedding over the speakers: softmax, sigmoid or None "
-      "(required by the original; softmax here when absent)");
-    mask_activation = parse_activation(activation, r.section(), "activation");
+    declare_mask_activation(r, "activation", mask_activation,
+                            "mask activation of attractor·embedding over the speakers (required "
+                            "by the original; softmax here when absent)");
     r("frame_based", frame_based,
       "compare per-frame L2 norms over frequency instead of single bins");
   }

@@ -36,9 +36,9 @@ struct LinearOptions {
     r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
     r("dropout", dropout, "dropout KEEP probability on the output in training (1.0 = none)");
     r("last_only", last_only, "True keeps only the last frame (output [B,1,...])");
-    require_option(r, !output_dims.empty(), "output_dims", "required: the output shape");
-    for (int dim : output_dims) require_option(r, dim > 0, "output_dims", "sizes must be > 0");
-    require_option(r, dropout > 0.0 && dropout <= 1.0, "dropout",
+    r.require(!output_dims.empty(), "output_dims", "required: the output shape");
+    for (int dim : output_dims) r.require(dim > 0, "output_dims", "sizes must be > 0");
+    r.require(dropout > 0.0 && dropout <= 1.0, "dropout",
                    "is a keep probability in (0, 1]");
   }
 };
@@ -124,9 +124,9 @@ struct FeedforwardOptions {
     r("dropout", dropout, "dropout KEEP probability after the last layer in training");
     r.accepted("layer_norm", "the original's feedforward ignores it");
     r.accepted("recurrent_dropout", "not recurrent");
-    require_option(r, num_layers >= 0, "num_layers", "must be >= 0");
-    require_option(r, num_units > 0 || num_layers == 0, "num_units", "required: must be > 0");
-    require_option(r, dropout > 0.0 && dropout <= 1.0, "dropout",
+    r.require(num_layers >= 0, "num_layers", "must be >= 0");
+    r.require(num_units > 0 || num_layers == 0, "num_units", "required: must be > 0");
+    r.require(dropout > 0.0 && dropout <= 1.0, "dropout",
                    "is a keep probability in (0, 1]");
   }
 };
@@ -186,7 +186,7 @@ struct ConcatOptions {
     r("input_noise", input_noise, "per input: stddev of Gaussian noise in training");
     r.accepted("dropout", "concat has no dropout");
     for (double stddev : input_noise)
-      require_option(r, stddev >= 0.0, "input_noise", "must be >= 0");
+      r.require(stddev >= 0.0, "input_noise", "must be >= 0");
   }
 };
 
@@ -315,12 +315,12 @@ struct ConstantGeneratorOptions {
       if (c == ',') c = ' ';
     for (const auto& token : split_whitespace(separated)) {
       auto value = parse_int(token);
-      require_option(r, value && *value > 0, "tensor_shape",
+      r.require(value && *value > 0, "tensor_shape",
                      "expected positive sizes separated by ',', got '" + shorten(tensor_shape) +
                          "'");
       if (value) shape.push_back(*value);
     }
-    require_option(r, !shape.empty() || include_batch_size, "tensor_shape",
+    r.require(!shape.empty() || include_batch_size, "tensor_shape",
                    "required: the shape of the constant");
   }
 };

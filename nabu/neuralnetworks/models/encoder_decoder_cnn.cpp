@@ -54,9 +54,9 @@ struct EncoderDecoderCnnOptions {
       "encoder layer l has ceil(num_filters_1st_layer * fac_per_layer^l) channels");
     r("num_output_filters", num_output_filters,
       "channels of the last decoder layer (default: num_filters_1st_layer)");
-    r("bypass", bypass,
-      "unpool: max-unpooling to the encoder's maxima; True: concatenate the encoder output; "
-      "False: neither");
+    r.choice("bypass", bypass, {"unpool", "True", "False"},
+             "unpool: max-unpooling to the encoder's maxima; True: concatenate the encoder "
+             "output; False: neither");
     r("layer_norm", layer_norm,
       "True: per-channel scale and shift after each convolution (the original's "
       "batch_normalization in inference mode)");
@@ -64,27 +64,25 @@ struct EncoderDecoderCnnOptions {
                        "activation of every layer");
     r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
     r("dropout", dropout, "must be 1.0: dropout is not implemented (as in the original)");
-    validate(r);
+    rules(r);
   }
 
-  void validate(const OptionsReader& r) const {
-    require_option(r, num_encoder_layers >= 0, "num_encoder_layers", "must be >= 0");
-    require_option(r, num_centre_layers >= 0, "num_centre_layers", "must be >= 0");
-    require_option(r, t_pool_rate >= 1, "t_pool_rate", "must be >= 1");
-    require_option(r, f_pool_rate >= 1, "f_pool_rate", "must be >= 1");
-    require_option(r, fac_per_layer > 0.0, "fac_per_layer", "must be > 0");
-    require_option(r, bypass == "unpool" || bypass == "True" || bypass == "False", "bypass",
-                   "expected unpool, True or False");
-    require_option(r, dropout == 1.0, "dropout",
+  void rules(const OptionsReader& r) const {
+    r.require(num_encoder_layers >= 0, "num_encoder_layers", "must be >= 0");
+    r.require(num_centre_layers >= 0, "num_centre_layers", "must be >= 0");
+    r.require(t_pool_rate >= 1, "t_pool_rate", "must be >= 1");
+    r.require(f_pool_rate >= 1, "f_pool_rate", "must be >= 1");
+    r.require(fac_per_layer > 0.0, "fac_per_layer", "must be > 0");
+    r.require(dropout == 1.0, "dropout",
                    "dropout is not implemented for encoder_decoder_cnn (as in the original)");
     if (num_encoder_layers + num_centre_layers == 0) return;
-    require_option(r, num_filters_1st_layer > 0, "num_filters_1st_layer",
+    r.require(num_filters_1st_layer > 0, "num_filters_1st_layer",
                    "required: must be > 0");
     if (!filters.empty()) {
-      require_option(r, filters.size() == 2 && filters[0] > 0 && filters[1] > 0, "filters",
+      r.require(filters.size() == 2 && filters[0] > 0 && filters[1] > 0, "filters",
                      "expected two positive sizes 'time freq'");
     } else {
-      require_option(r, filter_size_t > 0 && filter_size_f > 0, "filter_size_t",
+      r.require(filter_size_t > 0 && filter_size_f > 0, "filter_size_t",
                      "give the kernel size with 'filters' or filter_size_t and filter_size_f");
     }
   }

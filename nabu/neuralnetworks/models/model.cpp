@@ -83,58 +83,24 @@ torch::Tensor apply_activation(Activation activation, const torch::Tensor& input
   return input;
 }
 
-namespace {
-
-Activation activation_from_name(const std::string& name) {
-  if (name == "None") return Activation::kNone;
-  if (name == "tanh") return Activation::kTanh;
-  if (name == "sigmoid") return Activation::kSigmoid;
-  if (name == "relu") return Activation::kRelu;
-  return Activation::kSoftmax;
-}
-
-}  // namespace
-
 void declare_activation(OptionsReader& r, const std::string& key, Activation& value,
                         const std::vector<std::string>& allowed, const std::string& help) {
-  std::string name;
-  switch (value) {
-    case Activation::kNone: name = "None"; break;
-    case Activation::kTanh: name = "tanh"; break;
-    case Activation::kSigmoid: name = "sigmoid"; break;
-    case Activation::kRelu: name = "relu"; break;
-    case Activation::kSoftmax: name = "softmax"; break;
-  }
-  r(key, name, help + " (" + join(allowed, ", ") + ")");
-  name = trim(name);
-  bool known = false;
-  for (const auto& candidate : allowed) known = known || candidate == name;
-  if (!known && r.section())
-    r.section()->fail(key, "unknown activation '" + shorten(name) + "'" +
-                               did_you_mean(name, allowed) + "; allowed: " + join(allowed, ", "));
-  if (known) value = activation_from_name(name);
+  static const std::vector<std::pair<std::string, Activation>> names = {
+      {"None", Activation::kNone},
+      {"tanh", Activation::kTanh},
+      {"sigmoid", Activation::kSigmoid},
+      {"relu", Activation::kRelu},
+      {"softmax", Activation::kSoftmax}};
+  std::vector<std::pair<std::string, Activation>> accepted;
+  for (const auto& name : allowed)
+    for (const auto& entry : names)
+      if (entry.first == name) accepted.push_back(entry);
+  r.choice(key, value, accepted, help);
 }
 
 void declare_common(OptionsReader& r, std::string& architecture, bool& trainable) {
   r("architecture", architecture, "the architecture (registry name)");
   r("trainable", trainable, "False keeps the model's parameters fixed (no gradients)");
-}
-
-void require_option(const OptionsReader& r, bool condition, const std::string& key,
-                    const std::string& message) {
-  if (condition || !r.section()) return;
-  const ConfigSection& section = *r.section();
-  if (!section.has(key)) {
-    // A required key that is missing is often misspelt: point at the likely culprit.
-    auto known = r.known_keys();
-    std::vector<std::string> unknown;
-    for (const auto& candidate : section.keys())
-      if (std::find(known.begin(), known.end(), candidate) == known.end())
-        unknown.push_back(candidate);
-    if (auto typo = closest_match(key, unknown))
-      section.fail(key, message + " (is " + section.where(*typo) + " a misspelling?)");
-  }
-  section.fail(key, message);
 }
 
 void glorot_uniform_(torch::Tensor& weight, int64_t fan_in, int64_t fan_out) {

@@ -82,10 +82,6 @@ void declare_activation(OptionsReader& r, const std::string& key, Activation& va
 // The keys every model section may carry: `architecture` (read by the bank) and `trainable`.
 void declare_common(OptionsReader& r, std::string& architecture, bool& trainable);
 
-// Fails with file:line [section] key when `condition` is false (no-op while documenting).
-void require_option(const OptionsReader& r, bool condition, const std::string& key,
-                    const std::string& message);
-
 // Glorot/Xavier uniform init as TensorFlow's default for weights (bound sqrt(6/(fan_in+fan_out))).
 void glorot_uniform_(torch::Tensor& weight, int64_t fan_in, int64_t fan_out);
 

@@ -274,17 +274,17 @@ void declare_sizes(OptionsReader& r, int& num_layers, int& num_units, double& fa
   r("num_layers", num_layers, "number of stacked layers");
   r("num_units", num_units, "units per direction of the first layer");
   r("fac_per_layer", fac_per_layer, "layer l has ceil(num_units * fac_per_layer^l) units");
-  require_option(r, num_layers >= 0, "num_layers", "must be >= 0");
-  require_option(r, num_units > 0 || num_layers == 0, "num_units", "required: must be > 0");
-  require_option(r, fac_per_layer > 0.0, "fac_per_layer", "must be > 0");
+  r.require(num_layers >= 0, "num_layers", "must be >= 0");
+  r.require(num_units > 0 || num_layers == 0, "num_units", "required: must be > 0");
+  r.require(fac_per_layer > 0.0, "fac_per_layer", "must be > 0");
 }
 
 void declare_regularisation(OptionsReader& r, double& input_noise, double& dropout,
                             const std::string& dropout_help) {
   r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
   r("dropout", dropout, dropout_help);
-  require_option(r, input_noise >= 0.0, "input_noise", "must be >= 0");
-  require_option(r, dropout > 0.0 && dropout <= 1.0, "dropout",
+  r.require(input_noise >= 0.0, "input_noise", "must be >= 0");
+  r.require(dropout > 0.0 && dropout <= 1.0, "dropout",
                  "is a keep probability in (0, 1]");
 }
 
@@ -315,7 +315,7 @@ struct DeepLstmOptions {
         "True feeds each direction of layer l+1 only the same direction of layer l");
     declare_regularisation(r, input_noise, dropout,
                            "dropout KEEP probability after every layer in training");
-    require_option(r, recurrent_dropout > 0.0 && recurrent_dropout <= 1.0, "recurrent_dropout",
+    r.require(recurrent_dropout > 0.0 && recurrent_dropout <= 1.0, "recurrent_dropout",
                    "is a keep probability in (0, 1]");
   }
 
@@ -416,9 +416,9 @@ struct LeakyDblstmOptions {
     r("leak_factor", leak_factor, "the cell state is multiplied by this after every step");
     declare_regularisation(r, input_noise, dropout,
                            "dropout KEEP probability after the last layer in training");
-    require_option(r, num_layers >= 0, "num_layers", "must be >= 0");
-    require_option(r, num_units > 0 || num_layers == 0, "num_units", "required: must be > 0");
-    require_option(r, recurrent_dropout > 0.0 && recurrent_dropout <= 1.0, "recurrent_dropout",
+    r.require(num_layers >= 0, "num_layers", "must be >= 0");
+    r.require(num_units > 0 || num_layers == 0, "num_units", "required: must be > 0");
+    r.require(recurrent_dropout > 0.0 && recurrent_dropout <= 1.0, "recurrent_dropout",
                    "is a keep probability in (0, 1]");
   }
 };

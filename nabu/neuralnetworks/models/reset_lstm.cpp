@@ -58,38 +58,38 @@ struct ResetLstmOptions {
     if (InsertInput)
       r("combine_layer", combine_layer,
         "the layer (1-based) whose input gets the second model input appended");
-    validate(r);
+    rules(r);
   }
 
-  void validate(const OptionsReader& r) const {
-    require_option(r, num_layers >= 1, "num_layers", "must be >= 1");
-    require_option(r, num_units > 0, "num_units", "required: must be > 0");
-    require_option(r, !t_reset.empty(), "t_reset", "required: the reset period in frames");
+  void rules(const OptionsReader& r) const {
+    r.require(num_layers >= 1, "num_layers", "must be >= 1");
+    r.require(num_units > 0, "num_units", "required: must be > 0");
+    r.require(!t_reset.empty(), "t_reset", "required: the reset period in frames");
     auto per_layer = [&](const std::vector<int>& values, const std::string& key) {
-      require_option(r, values.size() == 1 || static_cast<int>(values.size()) == num_layers,
+      r.require(values.size() == 1 || static_cast<int>(values.size()) == num_layers,
                      key, "needs one value or one per layer (" + std::to_string(num_layers) +
                               ")");
-      for (int value : values) require_option(r, value >= 1, key, "values must be >= 1");
+      for (int value : values) r.require(value >= 1, key, "values must be >= 1");
     };
     per_layer(t_reset, "t_reset");
     per_layer(group_size, "group_size");
     if (!r.section()) return;
     auto resets = t_resets(), groups = group_sizes();
     for (int l = 0; l < num_layers; ++l) {
-      require_option(r, resets[l] % groups[l] == 0, "group_size",
+      r.require(resets[l] % groups[l] == 0, "group_size",
                      "t_reset must be a multiple of group_size");
       if (l > 0)
-        require_option(r, resets[l] >= resets[l - 1], "t_reset",
+        r.require(resets[l] >= resets[l - 1], "t_reset",
                        "t_reset of a layer must be >= that of the layer below");
     }
-    require_option(r, forward_reset || backward_reset, "forward_reset",
+    r.require(forward_reset || backward_reset, "forward_reset",
                    "at least one direction must reset (use dblstm otherwise)");
-    require_option(r, dropout == 1.0, "dropout",
+    r.require(dropout == 1.0, "dropout",
                    "dropout is not implemented for the state reset LSTM (as in the original)");
-    require_option(r, recurrent_dropout > 0.0 && recurrent_dropout <= 1.0, "recurrent_dropout",
+    r.require(recurrent_dropout > 0.0 && recurrent_dropout <= 1.0, "recurrent_dropout",
                    "is a keep probability in (0, 1]");
     if (InsertInput)
-      require_option(r, combine_layer >= 1 && combine_layer <= num_layers, "combine_layer",
+      r.require(combine_layer >= 1 && combine_layer <= num_layers, "combine_layer",
                      "must be a layer number in 1.." + std::to_string(num_layers));
   }
 

@@ -12,6 +12,55 @@ namespace nabu {
 
 namespace {
 
+// Reconstructors that cluster embeddings with k-means on the used bins.
+struct ClusteringReconstructorOptions : ReconstructorOptions {
+  std::string usedbins;  // database section of the used-bins mask (required)
+  long long seed = 0;
+  int n_init = 10;
+  int max_iter = 100;
+  double tol = 1e-4;
+  void declare(OptionsReader& r);
+};
+
+struct DeepattractorReconstructorOptions : ClusteringReconstructorOptions {
+  std::string activation = "softmax";
+  void declare(OptionsReader& r);
+};
+
+struct DeepclusteringNoiseReconstructorOptions : ClusteringReconstructorOptions {
+  double noise_threshold_for_kmeans = 0.75;
+  double min_kmeans_perc = 0.05;
+  void declare(OptionsReader& r);
+};
+
+void ClusteringReconstructorOptions::declare(OptionsReader& r) {
+  ReconstructorOptions::declare(r);
+  r("usedbins", usedbins, "database section(s) of the used-bins mask; k-means uses only these bins");
+  r("seed", seed, "seed of k-means (the original used no fixed seed)");
+  r("n_init", n_init, "k-means restarts; the lowest inertia wins (sklearn n_init)");
+  r("max_iter", max_iter, "maximum Lloyd iterations per restart (sklearn max_iter)");
+  r("tol", tol, "k-means tolerance, relative to the data variance (sklearn tol)");
+  r.require(!usedbins.empty(), "usedbins", "the used-bins section is required");
+  r.require(n_init >= 1, "n_init", "must be at least 1");
+  r.require(max_iter >= 1, "max_iter", "must be at least 1");
+  r.require(tol >= 0, "tol", "must not be negative");
+}
+
+void DeepattractorReconstructorOptions::declare(OptionsReader& r) {
+  ClusteringReconstructorOptions::declare(r);
+  r.choice("activation", activation, {"softmax"},
+           "mask activation over the speakers; only softmax (as the original)");
+}
+
+void DeepclusteringNoiseReconstructorOptions::declare(OptionsReader& r) {
+  ClusteringReconstructorOptions::declare(r);
+  r("noise_threshold_for_kmeans", noise_threshold_for_kmeans,
+    "bins whose noise_filter output is above this value are clustered");
+  r("min_kmeans_perc", min_kmeans_perc,
+    "minimum fraction of used bins to cluster; the threshold is lowered to reach it");
+}
+
+
 // Shared by the k-means reconstructors: options checks, the embedding layout, k-means settings.
 class ClusteringReconstructor : public Reconstructor {
  protected:
@@ -20,10 +69,6 @@ class ClusteringReconstructor : public Reconstructor {
                           std::vector<std::string> output_names)
       : Reconstructor(section, options, std::move(output_names)) {
     usedbins_ = options.usedbins;
-    if (usedbins_.empty()) section.fail("usedbins", "the used-bins section is required");
-    if (options.n_init < 1) section.fail("n_init", "must be at least 1");
-    if (options.max_iter < 1) section.fail("max_iter", "must be at least 1");
-    if (options.tol < 0) section.fail("tol", "must not be negative");
     kmeans_.num_clusters = options.nrs;
     kmeans_.n_init = options.n_init;
     kmeans_.max_iter = options.max_iter;
@@ -126,11 +171,7 @@ class DeepattractorReconstructor : public ClusteringReconstructor {
  private:
   DeepattractorReconstructor(const ConfigSection& section,
                              const DeepattractorReconstructorOptions& options)
-      : ClusteringReconstructor(section, options, {"bin_emb"}) {
-    if (options.activation != "softmax")
-      section.fail("activation", "only softmax is supported (as in the original), got '" +
-                                     options.activation + "'");
-  }
+      : ClusteringReconstructor(section, options, {"bin_emb"}) {}
 };
 
 class DeepclusteringNoiseReconstructor : public ClusteringReconstructor {

@@ -12,42 +12,8 @@ void ReconstructorOptions::declare(OptionsReader& r) {
   r("nrs", nrs, "number of speakers (signals to reconstruct); required");
   r("store_output", store_output, "also store the raw model outputs (raw_output/)");
   r("store_masks", store_masks, "also store the estimated masks (masks/)");
-}
-
-void ClusteringReconstructorOptions::declare(OptionsReader& r) {
-  ReconstructorOptions::declare(r);
-  r("usedbins", usedbins, "database section(s) of the used-bins mask; k-means uses only these bins");
-  r("seed", seed, "seed of k-means (the original used no fixed seed)");
-  r("n_init", n_init, "k-means restarts; the lowest inertia wins (sklearn n_init)");
-  r("max_iter", max_iter, "maximum Lloyd iterations per restart (sklearn max_iter)");
-  r("tol", tol, "k-means tolerance, relative to the data variance (sklearn tol)");
-}
-
-void DeepattractorReconstructorOptions::declare(OptionsReader& r) {
-  ClusteringReconstructorOptions::declare(r);
-  r("activation", activation, "mask activation over the speakers; only softmax (as the original)");
-}
-
-void DeepclusteringNoiseReconstructorOptions::declare(OptionsReader& r) {
-  ClusteringReconstructorOptions::declare(r);
-  r("noise_threshold_for_kmeans", noise_threshold_for_kmeans,
-    "bins whose noise_filter output is above this value are clustered");
-  r("min_kmeans_perc", min_kmeans_perc,
-    "minimum fraction of used bins to cluster; the threshold is lowered to reach it");
-}
-
-void StackedmasksReconstructorOptions::declare(OptionsReader& r) {
-  ReconstructorOptions::declare(r);
-  r("activation", activation, "mask activation: softmax (over speakers), sigmoid or None");
-  r("output_activation", output_activation, "same as activation (used when activation is absent)");
-  r("usedbins", usedbins,
-    "used-bins section; the original only reads it for its optimal frame permutation (unused)");
-}
-
-std::string StackedmasksReconstructorOptions::effective_activation() const {
-  if (!activation.empty()) return activation;
-  if (!output_activation.empty()) return output_activation;
-  return "softmax";
+  r.require(nrs >= 1, "nrs", "the number of speakers must be at least 1 (required)");
+  r.require(!trim(org_mix).empty(), "org_mix", "the mixture section is required");
 }
 
 Reconstructor::Reconstructor(const ConfigSection& section, const ReconstructorOptions& options,
@@ -58,10 +24,7 @@ Reconstructor::Reconstructor(const ConfigSection& section, const ReconstructorOp
       store_output_(options.store_output),
       store_masks_(options.store_masks),
       output_names_(std::move(output_names)),
-      where_(section.where()) {
-  if (options.nrs < 1) section.fail("nrs", "the number of speakers must be at least 1 (required)");
-  if (org_mix_.empty()) section.fail("org_mix", "the mixture section is required");
-}
+      where_(section.where()) {}
 
 const torch::Tensor& Reconstructor::output(const TensorMap& outputs,
                                            const std::string& name) const {

@@ -31,35 +31,6 @@ struct ReconstructorOptions {
   void declare(OptionsReader& r);
 };
 
-// Reconstructors that cluster embeddings with k-means on the used bins.
-struct ClusteringReconstructorOptions : ReconstructorOptions {
-  std::string usedbins;  // database section of the used-bins mask (required)
-  long long seed = 0;
-  int n_init = 10;
-  int max_iter = 100;
-  double tol = 1e-4;
-  void declare(OptionsReader& r);
-};
-
-struct DeepattractorReconstructorOptions : ClusteringReconstructorOptions {
-  std::string activation = "softmax";
-  void declare(OptionsReader& r);
-};
-
-struct DeepclusteringNoiseReconstructorOptions : ClusteringReconstructorOptions {
-  double noise_threshold_for_kmeans = 0.75;
-  double min_kmeans_perc = 0.05;
-  void declare(OptionsReader& r);
-};
-
-struct StackedmasksReconstructorOptions : ReconstructorOptions {
-  std::string activation;         // wins over output_activation when both are given
-  std::string output_activation;  // softmax (default), sigmoid, None
-  std::string usedbins;           // only read by the original's (unused) frame permutation
-  void declare(OptionsReader& r);
-  std::string effective_activation() const;
-};
-
 class Reconstructor {
  public:
   virtual ~Reconstructor() = default;

@@ -6,6 +6,31 @@ namespace nabu {
 
 namespace {
 
+struct StackedmasksReconstructorOptions : ReconstructorOptions {
+  std::string activation;         // wins over output_activation when both are given
+  std::string output_activation;  // softmax (default), sigmoid, None
+  std::string usedbins;           // only read by the original's (unused) frame permutation
+  void declare(OptionsReader& r);
+  std::string effective_activation() const;
+};
+
+void StackedmasksReconstructorOptions::declare(OptionsReader& r) {
+  ReconstructorOptions::declare(r);
+  const std::vector<std::string> allowed{"softmax", "sigmoid", "None", "none"};
+  r.choice("activation", activation, allowed, "mask activation (softmax is over the speakers)");
+  r.choice("output_activation", output_activation, allowed,
+           "same as activation (used when activation is absent)");
+  r("usedbins", usedbins,
+    "used-bins section; the original only reads it for its optimal frame permutation (unused)");
+}
+
+std::string StackedmasksReconstructorOptions::effective_activation() const {
+  if (!activation.empty()) return activation;
+  if (!output_activation.empty()) return output_activation;
+  return "softmax";
+}
+
+
 class StackedmasksReconstructor : public Reconstructor {
  public:
   explicit StackedmasksReconstructor(const ConfigSection& section)
@@ -41,9 +66,6 @@ class StackedmasksReconstructor : public Reconstructor {
     usedbins_ = options.usedbins;
     uses_usedbins_ = false;
     if (activation_ == "none") activation_ = "None";
-    if (activation_ != "softmax" && activation_ != "sigmoid" && activation_ != "None")
-      section.fail(options.activation.empty() ? "output_activation" : "activation",
-                   "unknown activation '" + activation_ + "' (known: softmax, sigmoid, None)");
   }
 
   std::string activation_;

@@ -14,6 +14,11 @@ void ScorerOptions::declare(OptionsReader& r) {
     "database section(s) whose datafiles list 'utt x id1 g1 id2 g2 ...' per line; required");
   r("nrs", nrs, "number of speakers to score; 0 = as many as there are references");
   r.accepted("noise", "noise reference section of the original's sdr_snr scorer");
+  r.require(!score_type.empty(), "score_type", "names no scorer");
+  r.require(!trim(org_src).empty(), "org_src", "required: the original sources");
+  r.require(!trim(base).empty(), "base", "required: the mixture");
+  r.require(!trim(spkinfo).empty(), "spkinfo", "required: the speaker list");
+  r.require(nrs >= 0, "nrs", "must not be negative");
 }
 
 const std::vector<std::string>& Scorer::scenarios() {
@@ -25,13 +30,7 @@ Scorer::Scorer(const ConfigSection& section, std::string type, std::vector<std::
     : type_(std::move(type)),
       options_(read_options<ScorerOptions>(section, "score_type " + type_)),
       metrics_(std::move(metrics)),
-      where_(section.where()) {
-  const std::pair<const char*, const std::string*> required[] = {
-      {"org_src", &options_.org_src}, {"base", &options_.base}, {"spkinfo", &options_.spkinfo}};
-  for (const auto& [key, value] : required)
-    if (trim(*value).empty()) section.fail(key, "required for score_type " + type_);
-  if (options_.nrs < 0) section.fail("nrs", "must not be negative");
-}
+      where_(section.where()) {}
 
 UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
                                 const torch::Tensor& mixture) const {
