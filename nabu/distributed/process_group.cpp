@@ -96,14 +96,61 @@ class GlooCommunicator : public Communicator {
 
 }  // namespace
 
+std::string first_slurm_host(const std::string& nodelist) {
+  std::string host;
+  std::size_t i = 0;
+  while (i < nodelist.size() && nodelist[i] != ',') {
+    if (nodelist[i] != '[') {
+      host += nodelist[i++];
+      continue;
+    }
+    // A bracket: its first number (zero padding kept), then skip to the closing bracket.
+    std::size_t close = nodelist.find(']', i);
+    if (close == std::string::npos) throw Error("SLURM node list '" + nodelist + "': no ']'");
+    std::string inside = nodelist.substr(i + 1, close - i - 1);
+    std::string first = inside.substr(0, inside.find_first_of("-,"));
+    if (first.empty()) throw Error("SLURM node list '" + nodelist + "': empty range");
+    host += first;
+    i = close + 1;
+  }
+  host = trim(host);
+  if (host.empty()) throw Error("SLURM node list '" + nodelist + "' names no host");
+  return host;
+}
+
 DistributedEnvironment DistributedEnvironment::from_environment() {
   DistributedEnvironment environment;
   if (const char* address = std::getenv("MASTER_ADDR"); address && *address)
     environment.master_addr = address;
   environment.master_port = environment_int("MASTER_PORT", environment.master_port);
-  environment.world_size = environment_int("WORLD_SIZE", 1);
-  environment.rank = environment_int("RANK", 0);
-  environment.local_rank = environment_int("LOCAL_RANK", environment.rank);
+  const char* world = std::getenv("WORLD_SIZE");
+  const char* slurm_tasks = std::getenv("SLURM_NTASKS");
+  if ((!world || !*world) && slurm_tasks && *slurm_tasks && std::getenv("SLURM_PROCID")) {
+    // srun: one process per task. The rendezvous host is the job's first node unless
+    // MASTER_ADDR says otherwise; the port follows the job id so that jobs sharing a node do
+    // not collide (MASTER_PORT wins).
+    environment.source = "slurm";
+    environment.world_size = environment_int("SLURM_NTASKS", 1);
+    environment.rank = environment_int("SLURM_PROCID", 0);
+    environment.local_rank = environment_int("SLURM_LOCALID", environment.rank);
+    const char* address = std::getenv("MASTER_ADDR");
+    if (!address || !*address) {
+      const char* nodes = std::getenv("SLURM_JOB_NODELIST");
+      if (!nodes || !*nodes) nodes = std::getenv("SLURM_NODELIST");
+      if (!nodes || !*nodes)
+        throw Error("SLURM_NTASKS is set but neither SLURM_JOB_NODELIST nor SLURM_NODELIST; set "
+                    "MASTER_ADDR");
+      environment.master_addr = first_slurm_host(nodes);
+    }
+    const char* port = std::getenv("MASTER_PORT");
+    if (!port || !*port)
+      environment.master_port = 20000 + environment_int("SLURM_JOB_ID", 9500) % 20000;
+  } else {
+    environment.world_size = environment_int("WORLD_SIZE", 1);
+    environment.rank = environment_int("RANK", 0);
+    environment.local_rank = environment_int("LOCAL_RANK", environment.rank);
+    if (environment.world_size > 1) environment.source = "torchrun";
+  }
   if (environment.world_size < 1) throw Error("WORLD_SIZE must be at least 1");
   if (environment.rank < 0 || environment.rank >= environment.world_size)
     throw Error("RANK=" + std::to_string(environment.rank) + " is outside WORLD_SIZE=" +

@@ -1,6 +1,8 @@
 // Multi-process training over LibTorch's c10d: a TCPStore rendezvous configured like torchrun
-// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK) and a Gloo process group (CPU). With
-// no such variables the world size is 1 and the LocalCommunicator is used: nothing changes.
+// (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK) and a Gloo process group (CPU). Under
+// Slurm (srun), SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID stand in for RANK, WORLD_SIZE and
+// LOCAL_RANK, and the first host of SLURM_JOB_NODELIST (or SLURM_NODELIST) for MASTER_ADDR. With
+// none of these the world size is 1 and the LocalCommunicator is used: nothing changes.
 #pragma once
 
 #include <chrono>
@@ -18,9 +20,14 @@ struct DistributedEnvironment {
   int rank = 0;
   int local_rank = 0;
   bool distributed() const { return world_size > 1; }
-  // Reads the torchrun variables; throws Error for malformed values.
+  std::string source = "none";  // "torchrun" or "slurm": which variables were read
+  // Reads the torchrun variables, else the Slurm ones; throws Error for malformed values.
   static DistributedEnvironment from_environment();
 };
+
+// The first host of a Slurm node list: "node[01-04,07],gpu5" -> "node01", "a[3]-b[1-2]" ->
+// "a3-b1". Throws Error for an empty or malformed list.
+std::string first_slurm_host(const std::string& nodelist);
 
 // A Gloo-backed communicator for world_size > 1 (every collective fails with a clear Error after
 // `timeout` when a rank died or hangs); a LocalCommunicator otherwise.

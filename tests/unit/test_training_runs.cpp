@@ -17,6 +17,7 @@
 
 #include "nabu/neuralnetworks/trainers/sweep_file.h"
 #include "nabu/core/error.h"
+#include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/processing/audio.h"
 #include "test_helpers.h"
@@ -289,6 +290,45 @@ TEST_F(TrainingRun, DeadWorkerStopsTheRunWithAnError) {
   EXPECT_LT(seconds, 60.0);
   auto log = nabu::testing::read_text(dir_ / "killed.log");
   EXPECT_NE(log.find("worker 1 failed"), std::string::npos) << log;
+}
+
+TEST_F(TrainingRun, SlurmVariablesStartADistributedRun) {
+  // Two processes as srun starts them: SLURM_PROCID/SLURM_NTASKS, the node list, the job id
+  // giving the port.
+  int job = 1000 + ::getpid() % 9000;
+  auto slurm = [&](int rank) {
+    return "env -u WORLD_SIZE -u RANK -u MASTER_ADDR -u MASTER_PORT SLURM_NTASKS=2 SLURM_PROCID=" +
+           std::to_string(rank) + " SLURM_LOCALID=" + std::to_string(rank) +
+           " SLURM_JOB_NODELIST=localhost SLURM_JOB_ID=" + std::to_string(job) + " '" +
+           std::string(NABU_BINARY) + "' train --expdir=exp_slurm --dist-timeout=60 " +
+           tiny_dc("--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1000");
+  };
+  pid_t second = ::fork();
+  if (second == 0) {
+    std::string command = "cd '" + dir_.path().string() + "' && " + slurm(1) + " > slurm1.log 2>&1";
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  auto chief = run_shell(slurm(0), dir_.path());
+  int status = 0;
+  ::waitpid(second, &status, 0);
+  EXPECT_EQ(chief.exit_code, 0) << chief.output;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << nabu::testing::read_text(dir_ / "slurm1.log");
+  EXPECT_NE(chief.output.find("rank 0 of 2 (slurm variables; rendezvous localhost:" +
+                              std::to_string(20000 + job % 20000) + ")"),
+            std::string::npos)
+      << chief.output;
+  EXPECT_EQ(training_losses_by_step(dir_ / "exp_slurm/full/metrics.jsonl").size(), 2u);
+}
+
+TEST(SlurmNodeList, FirstHostOfCompressedLists) {
+  EXPECT_EQ(first_slurm_host("localhost"), "localhost");
+  EXPECT_EQ(first_slurm_host("node[01-04,07],gpu5"), "node01");
+  EXPECT_EQ(first_slurm_host("gpu5,node[01-04]"), "gpu5");
+  EXPECT_EQ(first_slurm_host("rack[3]-n[12-15]"), "rack3-n12");
+  EXPECT_THROW(first_slurm_host(""), Error);
+  EXPECT_THROW(first_slurm_host("node[01-04"), Error);
 }
 
 TEST_F(TrainingRun, DivergingLossStopsNamingTaskAndStep) {

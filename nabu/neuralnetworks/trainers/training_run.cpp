@@ -139,8 +139,9 @@ void run_training(const TrainingRunOptions& requested) {
   auto communicator =
       make_communicator(environment, std::chrono::seconds(run.dist_timeout_seconds));
   if (environment.distributed())
-    spdlog::info("distributed: rank {} of {} (rendezvous {}:{})", environment.rank,
-                 environment.world_size, environment.master_addr, environment.master_port);
+    spdlog::info("distributed: rank {} of {} ({} variables; rendezvous {}:{})", environment.rank,
+                 environment.world_size, environment.source, environment.master_addr,
+                 environment.master_port);
   CurriculumSettings settings;
   settings.seed = run.seed;
   settings.resume = run.resume;
