@@ -1,8 +1,8 @@
 // INI configuration with the semantics of Python 2.7 ConfigParser, which every original recipe
-// was written for (SPEC §4): keys lowercased, section names kept, last duplicate wins, indented
-// lines continue the previous value (joined with '\n'), '#'/';' comment lines, ';' inline comments
-// after whitespace, lines of any length, no interpolation. Every value remembers where it came from
-// so that errors can name file:line, section and key.
+// was written for (docs/ini_semantics.md): keys lowercased, section names kept, last duplicate
+// wins, indented lines continue the previous value (joined with '\n'), '#'/';' comment lines, ';'
+// inline comments after whitespace, lines of any length, no interpolation. Every value remembers
+// where it came from so that errors can name file:line, section and key.
 #pragma once
 
 #include <filesystem>
@@ -53,8 +53,9 @@ class ConfigSection {
   std::vector<long long> get_int_list(const std::string& key) const;
   std::vector<double> get_double_list(const std::string& key) const;
 
-  // Per-segment lists of [trainer] (SPEC §4.10): the `index`-th of `count` space-separated values.
-  // With `broadcast_single`, a single value serves every segment (learning_rate_decay).
+  // Per-segment lists of [trainer] (docs/ini_semantics.md): the `index`-th of `count`
+  // space-separated values. With `broadcast_single`, a single value serves every segment
+  // (learning_rate_decay).
   std::string get_per_segment(const std::string& key, std::size_t index, std::size_t count,
                               bool broadcast_single = false) const;
 

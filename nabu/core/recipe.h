@@ -32,8 +32,8 @@ class Recipe {
   // Parser warnings of all files (continuation lines, processor_config fallbacks).
   const std::vector<std::string>& warnings() const { return warnings_; }
 
-  // Where the processor config of a database section lives (SPEC §4.12): the path as given
-  // (relative to the working directory), else the file of that name in the recipe folder.
+  // Where the processor config of a database section lives (docs/ini_semantics.md): the path as
+  // given (relative to the working directory), else the file of that name in the recipe folder.
   // Throws ConfigError naming the section when neither exists.
   std::filesystem::path processor_config_path(const ConfigSection& database_section) const;
   // The parsed processor config of a database section (overrides applied).
@@ -54,7 +54,7 @@ class Recipe {
 };
 
 // Replaces values that are exactly "globalvars" by the same key of database.conf's [globalvars]
-// section (SPEC §4.11). Throws naming the section and key when [globalvars] lacks it.
+// section (docs/ini_semantics.md). Throws naming the section and key when [globalvars] lacks it.
 ConfigSection resolve_globalvars(const ConfigSection& section, const ConfigFile& database);
 
 }  // namespace nabu

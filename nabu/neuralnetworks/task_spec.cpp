@@ -77,7 +77,7 @@ TaskSpec read_task_spec(const ConfigSection& section, TaskRole role,
     if (spec.trainset_frac <= 0 || spec.trainset_frac > 1)
       section.fail("trainset_frac", "must be in (0, 1]");
   } else {
-    // SPEC §2.d: requested_utts and batch_size from the task section, else from [evaluator].
+    // docs/trainer.md: requested_utts and batch_size from the task section, else from [evaluator].
     auto pick = [&](const std::string& key) -> int {
       if (section.has(key)) return static_cast<int>(section.get_int(key));
       if (evaluator && evaluator->has(key)) return static_cast<int>(evaluator->get_int(key));

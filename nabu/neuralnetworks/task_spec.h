@@ -1,5 +1,5 @@
-// A task section (trainer.cfg, validation_evaluator.cfg or test_evaluator.cfg; SPEC §1.3, §1.6,
-// §1.7, §2.c): which database sections feed which input and target names, the node graph, the
+// A task section (trainer.cfg, validation_evaluator.cfg or test_evaluator.cfg; docs/trainer.md,
+// §1.6, §1.7, §2.c): which database sections feed which input and target names, the node graph, the
 // loss, and the evaluator's batch settings.
 #pragma once
 

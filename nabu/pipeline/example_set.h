@@ -1,5 +1,5 @@
 // The examples of one task (one linked set): every input and target name joined by example
-// name across the HDF5 stores of its database sections (SPEC §2.e get_filenames): several
+// name across the HDF5 stores of its database sections (docs/data_layout.md get_filenames): several
 // sections for one name concatenate datasets, an example must be present under every name, and
 // the order is the first input's.
 #pragma once

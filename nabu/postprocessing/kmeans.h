@@ -1,6 +1,6 @@
 // k-means as the original's reconstructors use it (sklearn KMeans: init='k-means++', n_init=10,
-// max_iter=100, tol=1e-4; SPEC §2.g), on tensors in double precision. Seeded from its own
-// generator so results are reproducible and the global torch RNG is never touched (the original
+// max_iter=100, tol=1e-4; docs/postprocessing.md), on tensors in double precision. Seeded from its
+// own generator so results are reproducible and the global torch RNG is never touched (the original
 // used no fixed seed).
 #pragma once
 

@@ -1,4 +1,4 @@
-// A data section of database.conf (SPEC §1.8, §2.e).
+// A data section of database.conf (docs/data_layout.md, §2.e).
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// Feature computers (SPEC §2.e): signal -> [frames, dim], with the original's definitions (snip,
-// framing, window, nfft, preemphasis, log of the magnitude for logspec, ...), on tensors.
+// Feature computers (docs/data_layout.md): signal -> [frames, dim], with the original's definitions
+// (snip, framing, window, nfft, preemphasis, log of the magnitude for logspec, ...), on tensors.
 #pragma once
 
 #include <torch/torch.h>

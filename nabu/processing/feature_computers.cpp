@@ -123,7 +123,7 @@ class SpectrumFeature : public FeatureComputer {
       : FeatureComputer(options), kind_(kind) {}
 
   torch::Tensor compute(const torch::Tensor& signal, int sample_rate) const override {
-    // SPEC §2.e: pre-emphasis for magspec, logspec and powspec, not for spec.
+    // docs/data_layout.md: pre-emphasis for magspec, logspec and powspec, not for spec.
     bool emphasise = kind_ != Kind::kSpec;
     auto spectrum =
         frames_spectrum(analysis_frames(signal, options_, sample_rate, emphasise), options_.nfft);

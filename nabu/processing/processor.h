@@ -1,5 +1,5 @@
-// Processors (SPEC §2.e): one list line -> one utterance of data, time first ([T, ...]), plus the
-// original's segmentation. A processor is configured by the [processor] section of its
+// Processors (docs/data_layout.md): one list line -> one utterance of data, time first ([T, ...]),
+// plus the original's segmentation. A processor is configured by the [processor] section of its
 // processor config (feature options plus its own keys).
 #pragma once
 
@@ -64,7 +64,7 @@ class Processor {
     return torch::Tensor();
   }
   virtual void set_statistics(const MvnStatistics& statistics) {}
-  // The segments of one utterance for one segment length ("full" or frames), SPEC §2.e:
+  // The segments of one utterance for one segment length ("full" or frames), docs/data_layout.md:
   // floor(T/L) segments with the remainder dropped; shorter utterances give one zero-padded
   // segment. Returns (segment, real length) pairs.
   virtual std::vector<std::pair<torch::Tensor, int64_t>> segment(

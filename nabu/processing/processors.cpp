@@ -1,4 +1,4 @@
-// The processors of SPEC §1.9 / §2.e, each registered under the original's name.
+// The processors of docs/data_layout.md / §2.e, each registered under the original's name.
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"

@@ -1,7 +1,7 @@
-// On-the-fly data of one database section (SPEC §2.g): the reconstructor's and scorer's side data
-// (org_mix, usedbins, org_src, base) and `nabu separate`'s inputs are computed from the list
-// file with the section's processor, matched by utterance name (the original matches by line
-// position, which breaks when anything was skipped).
+// On-the-fly data of one database section (docs/postprocessing.md): the reconstructor's and
+// scorer's side data (org_mix, usedbins, org_src, base) and `nabu separate`'s inputs are computed
+// from the list file with the section's processor, matched by utterance name (the original matches
+// by line position, which breaks when anything was skipped).
 #pragma once
 
 #include <torch/torch.h>

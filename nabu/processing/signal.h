@@ -1,5 +1,5 @@
-// Framing and windowing exactly as the original's sigproc (SPEC §2.e), on tensors. Shared by the
-// feature computers (analysis) and the reconstructors (overlap-add synthesis).
+// Framing and windowing exactly as the original's sigproc (docs/data_layout.md), on tensors. Shared
+// by the feature computers (analysis) and the reconstructors (overlap-add synthesis).
 #pragma once
 
 #include <torch/torch.h>

@@ -1,4 +1,5 @@
-// The INI reader against the Python 2.7 ConfigParser semantics of SPEC §4, one test per item.
+// The INI reader against the Python 2.7 ConfigParser semantics of docs/ini_semantics.md, one test
+// per item.
 #include <gtest/gtest.h>
 
 #include "nabu/core/config.h"

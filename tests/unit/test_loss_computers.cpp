@@ -1,4 +1,4 @@
-// Loss computers against slow, obvious reference implementations (SPEC §2.f): deep clustering
+// Loss computers against slow, obvious reference implementations (docs/losses.md): deep clustering
 // through explicit TF×TF affinity matrices, PIT by looping over permutations, DANet attractors by
 // explicit sums, Lab41 per bin. Padded frames hold random garbage that must not matter.
 #include <gtest/gtest.h>

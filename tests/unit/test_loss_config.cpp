@@ -1,4 +1,4 @@
-// The loss.cfg indirection (SPEC §2.a) and option checking, the classification and regression
+// The loss.cfg indirection (docs/trainer.md) and option checking, the classification and regression
 // losses against plain loops, and the edge cases that must stay finite (no used bins, silent
 // speakers, empty utterances, zero outputs).
 #include <gtest/gtest.h>
@@ -103,7 +103,7 @@ TEST(LossConfig, BadValuesAreConfigErrors) {
 }
 
 TEST(LossConfig, OriginalRecipeKeysAreAccepted) {
-  // SPEC §1.4: the keys the original recipes put in loss.cfg.
+  // docs/losses.md: the keys the original recipes put in loss.cfg.
   auto losses = ConfigFile::parse(
       "[deepclustering]\nloss_type = deepclustering\n"
       "[pit]\nloss_type = pit\nactivation = softmax\n"

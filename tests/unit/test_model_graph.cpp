@@ -1,6 +1,6 @@
 // ModelBank and ModelGraph: construction from model.cfg and task sections, weight sharing by
-// model name, ordering and reference errors, save/load, and the graphs of the recipes (SPEC
-// §1.13) with our architectures at small sizes.
+// model name, ordering and reference errors, save/load, and the graph shapes the original's
+// recipes use (docs/models.md), with our architectures at small sizes.
 #include <gtest/gtest.h>
 
 #include "nabu/core/error.h"
@@ -293,7 +293,7 @@ TEST(ModelBank, SaveLoadRoundTripAndPartialLoadReport) {
   EXPECT_THROW(other.load(dir / "absent.pt"), Error);
 }
 
-// The graph of every recipe family of SPEC §1.13 that our architectures cover, at small sizes.
+// The graph of every recipe family of docs/models.md that our architectures cover, at small sizes.
 struct RecipeCase {
   std::string name, models, task;
   TensorMap inputs;

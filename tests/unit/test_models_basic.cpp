@@ -189,7 +189,7 @@ TEST(ModelCommon, TrainableFalseFreezesParameters) {
   EXPECT_TRUE(x.grad().defined());  // gradients still flow through to the inputs
 }
 
-// Every key the original recipes use (SPEC §1.1) is accepted by the architectures built here.
+// Every key the original recipes use (docs/models.md) is accepted by the architectures built here.
 TEST(ModelCommon, AcceptsEveryRecipeKey) {
   const std::map<std::string, std::string> sections = {
       {"linear",

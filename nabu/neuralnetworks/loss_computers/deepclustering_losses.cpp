@@ -1,5 +1,5 @@
 // Embedding losses over time-frequency bins: deep clustering (and its flat and noise variants)
-// and the Lab41 loss (SPEC §2.f).
+// and the Lab41 loss (docs/losses.md).
 #include <torch/torch.h>
 
 #include "nabu/core/error.h"
@@ -43,7 +43,7 @@ BinRows bin_rows(const TensorMap& targets, const TensorMap& outputs,
 
   BinRows rows;
   rows.batch = usedbins.size(0);
-  rows.features = usedbins.size(2);  // F comes from usedbins (SPEC §2.f)
+  rows.features = usedbins.size(2);  // F comes from usedbins (docs/losses.md)
   rows.bins = usedbins.size(1) * rows.features;
   rows.speakers = divide_exactly(binary.size(2), rows.features, "binary_targets' last dim",
                                  "F of usedbins", what);
@@ -95,7 +95,7 @@ class DeepClusteringLoss : public LossComputer {
 // ---- deepclusteringnoise -----------------------------------------------------------------------
 
 // Deep clustering on the speech-dominated used bins plus the noise-filter regression towards the
-// ideal ratio mask. Both parts are normalised here, so norm = 1 (SPEC §2.f).
+// ideal ratio mask. Both parts are normalised here, so norm = 1 (docs/losses.md).
 class DeepClusteringNoiseLoss : public LossComputer {
  public:
   explicit DeepClusteringNoiseLoss(const NoLossOptions&) {}
@@ -140,7 +140,7 @@ class DeepClusteringNoiseLoss : public LossComputer {
 // ---- l41 ---------------------------------------------------------------------------------------
 
 // Lab41 / source-contrastive loss: −log σ(y·⟨v̂_tf, ô_s⟩) with y = ±1 from binary_targets, on
-// used bins of real frames; norm = Σ used · S (SPEC §2.f).
+// used bins of real frames; norm = Σ used · S (docs/losses.md).
 class L41Loss : public LossComputer {
  public:
   explicit L41Loss(const NoLossOptions&) {}

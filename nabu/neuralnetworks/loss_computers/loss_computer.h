@@ -1,5 +1,5 @@
 // Loss computers: (targets, outputs, sequence lengths) -> (loss, norm), both summed over the
-// batch (SPEC §2.f). Training and validation divide Σloss by Σnorm over all minibatches, so a
+// batch (docs/losses.md). Training and validation divide Σloss by Σnorm over all minibatches, so a
 // loss never averages itself. Padded frames (t >= seq_length) contribute to neither.
 #pragma once
 
@@ -39,7 +39,7 @@ using LossPtr = std::shared_ptr<LossComputer>;
 using LossRegistry = Registry<LossPtr, const ConfigSection&>;
 LossRegistry& loss_registry();
 
-// The task's loss, with the original's loss.cfg indirection (SPEC §2.a): with a loss.cfg the
+// The task's loss, with the original's loss.cfg indirection (docs/trainer.md): with a loss.cfg the
 // task's loss_type names a section whose own loss_type picks the class and whose other keys are
 // options; without one, loss_type is the class and there are no options (the original crashes).
 // `loss_config` may be nullptr. Errors name the task section and key.

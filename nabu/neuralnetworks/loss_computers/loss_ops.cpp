@@ -262,7 +262,7 @@ torch::Tensor min_over_permutations(const torch::Tensor& pairwise, bool allow_pe
       for (int64_t i = 0; i < speakers; ++i)
         cost[j * speakers + i] = data[(b * speakers + i) * speakers + j];
     // A NaN/inf output keeps the identity, so the loss stays non-finite and the trainer stops
-    // on it (SPEC §2.a step 8) instead of the solver failing.
+    // on it (docs/trainer.md step 8) instead of the solver failing.
     bool finite = std::all_of(cost.begin(), cost.end(), [](double c) { return std::isfinite(c); });
     std::vector<int64_t> estimate_of_target(static_cast<std::size_t>(speakers));
     std::iota(estimate_of_target.begin(), estimate_of_target.end(), 0);

@@ -48,7 +48,7 @@ void declare_mask_activation(OptionsReader& r, const std::string& key, MaskActiv
 torch::Tensor apply_activation(const torch::Tensor& logits, MaskActivation activation,
                                int64_t speaker_dim);
 
-// x / sqrt(max(Σx², epsilon)) over the last dimension, as tf.nn.l2_normalize (SPEC §2.f).
+// x / sqrt(max(Σx², epsilon)) over the last dimension, as tf.nn.l2_normalize (docs/losses.md).
 torch::Tensor l2_normalize_last(const torch::Tensor& x, double epsilon = 1e-12);
 
 // ---- deep clustering -------------------------------------------------------------------------

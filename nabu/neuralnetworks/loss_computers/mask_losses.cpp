@@ -1,6 +1,6 @@
 // Mask-based reconstruction losses: permutation invariant training (pit) and the deep attractor
 // network (deepattractornet). Both compare masked mixtures with the source spectra and normalise
-// by Σ_b seq_len_b · S · F (SPEC §2.f).
+// by Σ_b seq_len_b · S · F (docs/losses.md).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -74,7 +74,7 @@ class PitLoss : public LossComputer {
 
     int64_t estimates = 0;
     if (logits.dim() == 3) {
-      // Speaker-major columns s*F+f (SPEC §2.f).
+      // Speaker-major columns s*F+f (docs/losses.md).
       estimates = divide_exactly(logits.size(2), features, options_.logits_name + "'s last dim",
                                  "F of multi_targets", what);
       logits = logits.reshape({batch, frames, estimates, features}).transpose(2, 3);
@@ -150,7 +150,7 @@ struct DeepAttractorOptions {
 };
 
 // DANet (Chen et al.): oracle attractors are the mean embedding of the used bins each speaker
-// dominates; masks come from their similarity to every embedding (SPEC §2.f).
+// dominates; masks come from their similarity to every embedding (docs/losses.md).
 class DeepAttractorLoss : public LossComputer {
  public:
   explicit DeepAttractorLoss(const DeepAttractorOptions& options) : options_(options) {}
@@ -201,7 +201,7 @@ class DeepAttractorLoss : public LossComputer {
 
     LossResult result;
     if (options_.frame_based) {
-      // Per-frame L2 norm over frequency (the original's docstring intent; SPEC §2.f).
+      // Per-frame L2 norm over frequency (the original's docstring intent; docs/losses.md).
       auto energy = [&](const torch::Tensor& x) {
         return safe_sqrt(x.reshape({batch, speakers, frames, features}).pow(2).sum(-1));
       };

@@ -1,5 +1,5 @@
 // Speaker classification losses (crossentropy, crossentropy_multi), masked regression losses
-// (mse, l1, new here) and the dummy loss of evaluation-only tasks (SPEC §2.f).
+// (mse, l1, new here) and the dummy loss of evaluation-only tasks (docs/losses.md).
 #include <torch/torch.h>
 
 #include "nabu/core/error.h"

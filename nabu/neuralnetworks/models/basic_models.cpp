@@ -1,7 +1,7 @@
-// Frame-wise and structural models: linear, feedforward, concat, constant_generator (SPEC §1.1,
-// §2.c; the original's models/linear.py, feedforward.py, concat.py, constant_generator.py).
-// These compute every frame independently, so real frames never depend on padding; they do not
-// zero padded frames (the losses mask them, as in the original).
+// Frame-wise and structural models: linear, feedforward, concat, constant_generator
+// (docs/models.md, §2.c; the original's models/linear.py, feedforward.py, concat.py,
+// constant_generator.py). These compute every frame independently, so real frames never depend on
+// padding; they do not zero padded frames (the losses mask them, as in the original).
 #include <algorithm>
 #include <numeric>
 #include <sstream>

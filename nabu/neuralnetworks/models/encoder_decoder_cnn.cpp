@@ -1,4 +1,4 @@
-// encoder_decoder_cnn (SPEC §1.1; the original's models/encoder_decoder_cnn.py and
+// encoder_decoder_cnn (docs/models.md; the original's models/encoder_decoder_cnn.py and
 // components/layer.py Conv2D/unpool): a U-shaped 2-D CNN over [time, frequency].
 //
 // Input [B, T, F] -> output [B, T, F, num_output_filters] (channels last, as the original).

@@ -1,6 +1,6 @@
-// A model: a torch module built from one model.cfg section (SPEC §1.1, §2.c). Models are called
-// by the nodes of a task graph with a list of input tensors and the sequence lengths of the first
-// input. Parameters are created on the first call from the input shapes (as the original's
+// A model: a torch module built from one model.cfg section (docs/models.md, §2.c). Models are
+// called by the nodes of a task graph with a list of input tensors and the sequence lengths of the
+// first input. Parameters are created on the first call from the input shapes (as the original's
 // variables are), so a model needs no input dimensions in its config.
 #pragma once
 

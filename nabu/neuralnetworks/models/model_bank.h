@@ -1,4 +1,4 @@
-// ModelBank: one model per name of model.cfg's [hyper] model_names (SPEC §2.c). Every node and
+// ModelBank: one model per name of model.cfg's [hyper] model_names (docs/models.md). Every node and
 // task that names a model uses this one instance, so the same name shares weights and different
 // names never do. Parameters are created lazily on a model's first call (see model.h): run one
 // forward pass on a small batch (ModelGraph::materialize) before creating optimizers or loading.

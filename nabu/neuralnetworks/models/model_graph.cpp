@@ -16,7 +16,7 @@ struct ParsedGraph {
   std::vector<std::string> problems;
 };
 
-// Reads and checks the graph keys of a task section (SPEC §2.c). `models` are the model names
+// Reads and checks the graph keys of a task section (docs/models.md). `models` are the model names
 // that exist. Problems are collected, one message each, naming file:line [section] key.
 ParsedGraph parse_graph(const ConfigSection& task, const std::vector<std::string>& models) {
   ParsedGraph graph;

@@ -1,4 +1,4 @@
-// ModelGraph: the models of one task wired together (SPEC §2.c, the original's
+// ModelGraph: the models of one task wired together (docs/models.md, the original's
 // run_multi_model.py), read from a task section of trainer.cfg / validation_evaluator.cfg /
 // test_evaluator.cfg:
 //

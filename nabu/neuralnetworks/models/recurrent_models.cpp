@@ -1,9 +1,9 @@
 // Stacked recurrent models: dblstm, dlstm, dbrnn, dbgru, leaky_dblstm, leaky_dblstm_notrec,
-// leaky_dblstm_iznotrec (SPEC §1.1; the original's models/dblstm.py, dlstm.py, dbrnn.py, dbgru.py,
-// leaky_dblstm*.py and components/layer.py). All respect sequence lengths: the plain LSTM/GRU/RNN
-// layers run LibTorch's fused kernels on packed sequences, the cell variants the original adds
-// (layer norm, recurrent dropout, other activations, leak, separate directions) run the time
-// loop of recurrent.h on reversed-by-length sequences. Padded output frames are zero.
+// leaky_dblstm_iznotrec (docs/models.md; the original's models/dblstm.py, dlstm.py, dbrnn.py,
+// dbgru.py, leaky_dblstm*.py and components/layer.py). All respect sequence lengths: the plain
+// LSTM/GRU/RNN layers run LibTorch's fused kernels on packed sequences, the cell variants the
+// original adds (layer norm, recurrent dropout, other activations, leak, separate directions) run
+// the time loop of recurrent.h on reversed-by-length sequences. Padded output frames are zero.
 #include <cmath>
 
 #include "nabu/core/error.h"

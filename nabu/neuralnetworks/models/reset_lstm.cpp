@@ -1,5 +1,5 @@
 // The state-reset bidirectional LSTM: dbresetlstm and dbresetlstm_insert_additional_input
-// (SPEC §1.1; the original's models/dbresetlstm*.py, components/layer.py BResetLSTMLayer and
+// (docs/models.md; the original's models/dbresetlstm*.py, components/layer.py BResetLSTMLayer and
 // rnn_cell.py LayerNorm(Group)ResetLSTMCell).
 //
 // Each reset direction runs t_reset / group_size replicas of its state; replicas are zeroed in

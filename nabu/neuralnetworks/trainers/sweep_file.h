@@ -1,5 +1,5 @@
-// The original's sweep file (docs/trainer.md, "Sweeps"): blocks separated by blank lines; a block is an
-// experiment name followed by lines "file section option value...", the value being the
+// The original's sweep file (docs/trainer.md, "Sweeps"): blocks separated by blank lines; a block
+// is an experiment name followed by lines "file section option value...", the value being the
 // remaining tokens joined by single spaces (e.g. "trainer.cfg trainer batch_size 20 4").
 #pragma once
 

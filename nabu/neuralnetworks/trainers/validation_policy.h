@@ -67,7 +67,7 @@ class ValidationPolicy {
 double learning_rate(double initial, double decay, int64_t step, int64_t num_steps,
                      double lr_factor);
 
-// (num_epochs * examples) // (batch_size * numbatches_to_aggregate * world_size), SPEC §2.a.
+// (num_epochs * examples) // (batch_size * numbatches_to_aggregate * world_size), docs/trainer.md.
 int64_t steps_for_task(int num_epochs, int64_t examples, int batch_size,
                        int numbatches_to_aggregate, int world_size = 1);
 

@@ -1,4 +1,4 @@
-// The reconstructors that cluster time-frequency embeddings with k-means (SPEC §2.g):
+// The reconstructors that cluster time-frequency embeddings with k-means (docs/postprocessing.md):
 // deepclustering (and deepclustering_flat), deepattractornet and deepclusteringnoise.
 #include <spdlog/spdlog.h>
 
@@ -137,7 +137,7 @@ class DeepclusteringReconstructor : public ClusteringReconstructor {
     auto used = checked_usedbins(usedbins, frames);
     int64_t bins = used.size(1);
     auto points = l2_normalised(bin_embeddings(embeddings, frames, bins));
-    // Fit on the used bins only, then label every bin (SPEC §2.g).
+    // Fit on the used bins only, then label every bin (docs/postprocessing.md).
     auto result = kmeans_fit(used_points(points, used), kmeans_);
     last_centers_ = result.centers;
     return binary_masks(kmeans_predict(points, result.centers), frames, bins);
@@ -160,7 +160,7 @@ class DeepattractorReconstructor : public ClusteringReconstructor {
     int64_t frames = embeddings.size(0);
     auto used = checked_usedbins(usedbins, frames);
     int64_t bins = used.size(1);
-    // Un-normalised embeddings: the k-means centres are the attractors (SPEC §2.g).
+    // Un-normalised embeddings: the k-means centres are the attractors (docs/postprocessing.md).
     auto points = bin_embeddings(embeddings, frames, bins);
     auto result = kmeans_fit(used_points(points, used), kmeans_);
     last_centers_ = result.centers;

@@ -73,7 +73,7 @@ torch::Tensor masks_to_signals(const torch::Tensor& masks, const torch::Tensor& 
   std::vector<torch::Tensor> signals;
   for (int64_t s = 0; s < masks.size(0); ++s) {
     auto signal = overlap_add_inverse(mixture * weights[s], settings, signal_length);
-    // SPEC §2.g: every reconstruction is scaled to max |x| = 1.
+    // docs/postprocessing.md: every reconstruction is scaled to max |x| = 1.
     double peak = signal.numel() ? signal.abs().max().item<double>() : 0.0;
     signals.push_back(peak > 0.0 ? signal / peak : signal);
   }

@@ -1,6 +1,6 @@
 // Reconstructors turn the model outputs of one test utterance into masks [S, T, F], which
-// masks_to_signals applies to the mixture's complex STFT and inverts (SPEC §2.g). One class per
-// reconstructor.cfg `reconstruct_type`, built from its task section through
+// masks_to_signals applies to the mixture's complex STFT and inverts (docs/postprocessing.md). One
+// class per reconstructor.cfg `reconstruct_type`, built from its task section through
 // reconstructor_registry(). Reading the side data (org_mix, usedbins) and writing wavs is the
 // caller's job: a reconstructor names the database sections it needs and stays a pure function
 // of tensors, so it can be tested without files.

@@ -1,4 +1,5 @@
-// stackedmasks (PIT models): the model estimates one mask per speaker directly (SPEC §2.g).
+// stackedmasks (PIT models): the model estimates one mask per speaker directly
+// (docs/postprocessing.md).
 #include "nabu/core/error.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 

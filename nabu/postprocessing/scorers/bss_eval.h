@@ -1,8 +1,8 @@
 // Separation metrics on time signals, in double precision.
 //
 // bss_eval_sources follows mir_eval's bss_eval_sources (BSS Eval v3, Vincent et al. 2006), which
-// the original copied (SPEC §2.g): each estimate is decomposed against the references with a
-// time-invariant distortion filter of `filter_length` taps (512 in the original) by least
+// the original copied (docs/postprocessing.md): each estimate is decomposed against the references
+// with a time-invariant distortion filter of `filter_length` taps (512 in the original) by least
 // squares, giving SDR, SIR and SAR for every (estimate, reference) pair; the permutation with the
 // highest mean SIR over all S! permutations is kept (compute_permutation=True).
 //

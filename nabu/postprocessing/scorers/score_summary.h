@@ -1,6 +1,6 @@
-// Collects per-utterance scores and builds the original's results files (SPEC §2.g, scorer.py):
-//   results_<task>_<score_type>_complete.json  {utt: {"score": {metric: {scenario: [per speaker]},
-//                                                          "perm": {scenario: [...]}},
+// Collects per-utterance scores and builds the original's results files (docs/postprocessing.md,
+// scorer.py):   results_<task>_<score_type>_complete.json  {utt: {"score": {metric: {scenario: [per
+// speaker]},                                                          "perm": {scenario: [...]}},
 //                                                "spk_info": {"ids", "genders", "mix_type"}}}
 //   results_<task>_<score_type>_summary.json   {metric: {scenario: {group: {mean, std, median}}}}
 // with group in all, all_m, all_f, same_gen, diff_gen. Each utterance counts once, with its
@@ -23,8 +23,8 @@ namespace nabu {
 // utterance -> (speaker id, gender) per speaker.
 using SpeakerInfo = std::map<std::string, std::vector<std::pair<std::string, std::string>>>;
 
-// Reads a spkinfo file: lines "utt <ignored> id1 g1 id2 g2 ..." (SPEC §2.g). Blank lines are
-// skipped; a later line for the same utterance wins. Errors name file:line.
+// Reads a spkinfo file: lines "utt <ignored> id1 g1 id2 g2 ..." (docs/postprocessing.md). Blank
+// lines are skipped; a later line for the same utterance wins. Errors name file:line.
 SpeakerInfo read_speaker_info(const std::filesystem::path& file);
 
 class ScoreSummary {

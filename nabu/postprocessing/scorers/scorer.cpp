@@ -78,7 +78,7 @@ std::map<std::string, double> Scorer::score(const torch::Tensor& references,
     double baseline = mean(detail.values[metric]["base"]);
     averages[metric] = estimated;
     averages[metric + "_base"] = baseline;
-    averages[metric + "i"] = estimated - baseline;  // SPEC §2.g: improvement = SS - base
+    averages[metric + "i"] = estimated - baseline;  // docs/postprocessing.md: improvement = SS - base
   }
   return averages;
 }

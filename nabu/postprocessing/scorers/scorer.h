@@ -1,7 +1,7 @@
 // Scorers compare the reconstructed signals of one utterance with the original sources, and the
-// unprocessed mixture with the same sources as the baseline (SPEC §2.g). One class per scorer.cfg
-// `score_type`, built from its task section through scorer_registry(). Reading the signals
-// (org_src, base) and the speaker list (spkinfo) is the caller's job; ScoreSummary
+// unprocessed mixture with the same sources as the baseline (docs/postprocessing.md). One class per
+// scorer.cfg `score_type`, built from its task section through scorer_registry(). Reading the
+// signals (org_src, base) and the speaker list (spkinfo) is the caller's job; ScoreSummary
 // (score_summary.h) collects the per-utterance scores into the original's results JSON.
 #pragma once
 
