@@ -1,6 +1,10 @@
 #include "nabu/core/fs.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <atomic>
 #include <cstdio>
@@ -31,16 +35,30 @@ void rename_replace(const fs::path& from, const fs::path& to) {
   if (ec) throw Error(to.string() + ": cannot move into place: " + ec.message());
 }
 
+void write_file(const fs::path& path, const std::string& content) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error(path.string() + ": cannot open for writing: " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < content.size()) {
+    ssize_t count = ::write(fd, content.data() + done, content.size() - done);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) {
+      int error = count < 0 ? errno : ENOSPC;
+      ::close(fd);
+      throw Error(path.string() + ": write failed after " + std::to_string(done) + " of " +
+                  std::to_string(content.size()) + " bytes: " + std::strerror(error));
+    }
+    done += static_cast<std::size_t>(count);
+  }
+  // On the disk before it is renamed into place: a crash then leaves the old or the new file.
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    throw Error(path.string() + ": write failed: " + std::strerror(errno));
+}
+
 void write_file_atomic(const fs::path& path, const std::string& content) {
   if (path.has_parent_path()) ensure_directory(path.parent_path());
   AtomicPath target(path);
-  {
-    std::ofstream out(target.temporary(), std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path.string() + ": cannot open for writing");
-    out << content;
-    out.flush();
-    if (!out) throw Error(path.string() + ": write failed (disk full?)");
-  }
+  write_file(target.temporary(), content);
   target.commit();
 }
 

@@ -10,6 +10,9 @@ namespace nabu {
 namespace fs = std::filesystem;
 
 std::string read_file(const fs::path& path);  // throws Error naming the path
+// Writes (and fsyncs) `content` to `path`; throws Error naming the path and the system's reason
+// (a full disk, a file-size limit). Not atomic: see write_file_atomic.
+void write_file(const fs::path& path, const std::string& content);
 void write_file_atomic(const fs::path& path, const std::string& content);
 void ensure_directory(const fs::path& path);  // throws Error naming the path
 // A unique temporary sibling of `path` ("<path>.tmp.<pid>.<n>").

@@ -22,6 +22,9 @@ class Communicator {
   virtual void broadcast(std::vector<torch::Tensor>& tensors, int root = 0) = 0;
   // The waiting-workers barrier: returns when every rank has arrived.
   virtual void barrier() = 0;
+  // This rank made progress (a minibatch, a validation batch, a checkpoint write): what the
+  // liveness check of a distributed run watches, besides the process's CPU time.
+  virtual void tick() {}
 };
 
 class LocalCommunicator : public Communicator {

@@ -3,7 +3,16 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <sstream>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -23,9 +32,158 @@ int environment_int(const char* name, int fallback) {
   return static_cast<int>(*parsed);
 }
 
+std::string host_name() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "?";
+  return name;
+}
+
+double process_cpu_seconds() {
+  timespec time{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time);
+  return time.tv_sec + time.tv_nsec * 1e-9;
+}
+
+using SteadyClock = std::chrono::steady_clock;
+
+// The heartbeat and the watch over the other ranks (see make_communicator). Its own store
+// client with a short timeout, so a frozen store (a stopped chief) cannot block the check.
+class LivenessMonitor {
+ public:
+  LivenessMonitor(const DistributedEnvironment& environment, std::chrono::seconds timeout)
+      : rank_(environment.rank), world_size_(environment.world_size), timeout_(timeout),
+        host_(host_name()), peers_(environment.world_size) {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<std::uint16_t>(environment.master_port);
+    options.isServer = false;
+    options.timeout = std::chrono::seconds(5);
+    store_ = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
+    auto now = SteadyClock::now();
+    for (auto& peer : peers_) peer.beat_seen = peer.progress_seen = now;
+    store_seen_ = now;
+    check(0);  // the first heartbeat now, not a second later
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~LivenessMonitor() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
+    // A rank that ends normally says so, so the others do not take its silence for a hang.
+    try {
+      const std::string done = "done";
+      store_->set(key(rank_), std::vector<uint8_t>(done.begin(), done.end()));
+    } catch (const std::exception&) {
+    }
+  }
+  void tick() { progress_.fetch_add(1, std::memory_order_relaxed); }
+  void set_waiting(bool waiting) { waiting_.store(waiting, std::memory_order_relaxed); }
+
+ private:
+  struct Peer {
+    std::string last_beat, host = "?";
+    int64_t progress = -1;
+    double cpu = -1;
+    bool waiting = false, done = false;
+    SteadyClock::time_point beat_seen, progress_seen;
+  };
+
+  void loop() {
+    int64_t beat = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!changed_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+      lock.unlock();
+      check(++beat);
+      lock.lock();
+    }
+  }
+
+  void check(int64_t beat) {
+    auto now = SteadyClock::now();
+    std::string mine = std::to_string(beat) + " " + std::to_string(progress_.load()) + " " +
+                       (waiting_.load() ? "1" : "0") + " " +
+                       std::to_string(static_cast<int64_t>(process_cpu_seconds() * 1000)) + " " +
+                       host_;
+    try {
+      store_->set(key(rank_), std::vector<uint8_t>(mine.begin(), mine.end()));
+      for (int r = 0; r < world_size_; ++r) {
+        if (r == rank_ || !store_->check({key(r)})) continue;
+        auto bytes = store_->get(key(r));
+        observe(peers_[r], std::string(bytes.begin(), bytes.end()), now);
+      }
+      store_seen_ = now;
+    } catch (const std::exception&) {
+      // The store does not answer (its host, rank 0, is stopped or gone): judged below.
+    }
+    if (now - store_seen_ > timeout_ && !peers_[0].done)
+      fail("rank 0 on " + peers_[0].host + " (the rendezvous store) does not answer");
+    for (int r = 0; r < world_size_; ++r) {
+      if (r == rank_ || peers_[r].done) continue;
+      const Peer& peer = peers_[r];
+      if (now - peer.beat_seen > timeout_)
+        fail("rank " + std::to_string(r) + " on " + peer.host +
+             (peer.last_beat.empty() ? " never sent a heartbeat" : " stopped sending heartbeats"));
+      if (now - peer.progress_seen > timeout_)
+        fail("rank " + std::to_string(r) + " on " + peer.host +
+             " made no progress (no training step, no computation, no waiting for the others)");
+    }
+  }
+
+  static void observe(Peer& peer, const std::string& text, SteadyClock::time_point now) {
+    if (text == peer.last_beat) return;
+    peer.last_beat = text;
+    peer.beat_seen = now;
+    if (text == "done") {
+      peer.done = true;
+      return;
+    }
+    std::istringstream in(text);
+    int64_t beat = 0, progress = 0, cpu_ms = 0;
+    int waiting = 0;
+    in >> beat >> progress >> waiting >> cpu_ms >> peer.host;
+    double cpu = cpu_ms / 1000.0;
+    // Alive and working: a step, half a second of CPU time, or waiting in a collective.
+    if (progress != peer.progress || waiting || cpu - peer.cpu >= 0.5) {
+      peer.progress = progress;
+      peer.cpu = cpu;
+      peer.progress_seen = now;
+    }
+    peer.waiting = waiting != 0;
+  }
+
+  [[noreturn]] void fail(const std::string& what) {
+    std::string message = what + " for " + std::to_string(timeout_.count()) +
+                          " s (--liveness-timeout); stopping this rank (" + std::to_string(rank_) +
+                          " on " + host_ + "); the chief's last checkpoint is kept, continue with "
+                          "--resume";
+    spdlog::error("{}", message);
+    spdlog::default_logger()->flush();
+    std::cerr << "nabu train: error: " << message << std::endl;
+    std::_Exit(1);
+  }
+
+  static std::string key(int rank) { return "nabu/liveness/" + std::to_string(rank); }
+
+  int rank_, world_size_;
+  std::chrono::seconds timeout_;
+  std::string host_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::vector<Peer> peers_;
+  SteadyClock::time_point store_seen_;
+  std::atomic<int64_t> progress_{0};
+  std::atomic<bool> waiting_{false};
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 class GlooCommunicator : public Communicator {
  public:
-  GlooCommunicator(const DistributedEnvironment& environment, std::chrono::seconds timeout)
+  GlooCommunicator(const DistributedEnvironment& environment, std::chrono::seconds timeout,
+                   std::chrono::seconds liveness_timeout)
       : rank_(environment.rank), world_size_(environment.world_size), timeout_(timeout) {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(environment.master_port);
@@ -44,6 +202,8 @@ class GlooCommunicator : public Communicator {
                                      ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                      : c10d::ProcessGroupGloo::createDefaultDevice());
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, world_size_, options);
+      if (liveness_timeout.count() > 0)
+        liveness_ = std::make_unique<LivenessMonitor>(environment, liveness_timeout);
     } catch (const std::exception& e) {
       throw Error("distributed rendezvous at " + environment.master_addr + ":" +
                   std::to_string(environment.master_port) + " failed for rank " +
@@ -72,6 +232,9 @@ class GlooCommunicator : public Communicator {
   }
 
   void barrier() override { wait(group_->barrier(), "barrier"); }
+  void tick() override {
+    if (liveness_) liveness_->tick();
+  }
 
  private:
   static std::string first_line(const std::string& text) {
@@ -79,6 +242,19 @@ class GlooCommunicator : public Communicator {
   }
 
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    // Waiting for the others is not a hang of this rank (the liveness check).
+    struct Waiting {
+      LivenessMonitor* monitor;
+      explicit Waiting(LivenessMonitor* m) : monitor(m) {
+        if (monitor) monitor->set_waiting(true);
+      }
+      ~Waiting() {
+        if (monitor) {
+          monitor->set_waiting(false);
+          monitor->tick();
+        }
+      }
+    } waiting(liveness_.get());
     try {
       work->wait(std::chrono::duration_cast<std::chrono::milliseconds>(timeout_));
     } catch (const std::exception& e) {
@@ -92,6 +268,7 @@ class GlooCommunicator : public Communicator {
   std::chrono::seconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+  std::unique_ptr<LivenessMonitor> liveness_;  // destroyed first: it uses the store
 };
 
 }  // namespace
@@ -161,9 +338,10 @@ DistributedEnvironment DistributedEnvironment::from_environment() {
 }
 
 std::unique_ptr<Communicator> make_communicator(const DistributedEnvironment& environment,
-                                                std::chrono::seconds timeout) {
+                                                std::chrono::seconds timeout,
+                                                std::chrono::seconds liveness_timeout) {
   if (!environment.distributed()) return std::make_unique<LocalCommunicator>();
-  return std::make_unique<GlooCommunicator>(environment, timeout);
+  return std::make_unique<GlooCommunicator>(environment, timeout, liveness_timeout);
 }
 
 }  // namespace nabu

@@ -31,7 +31,16 @@ std::string first_slurm_host(const std::string& nodelist);
 
 // A Gloo-backed communicator for world_size > 1 (every collective fails with a clear Error after
 // `timeout` when a rank died or hangs); a LocalCommunicator otherwise.
+//
+// With `liveness_timeout` > 0, every rank also runs a liveness check through the rendezvous
+// store: a heartbeat each second with its progress (Communicator::tick), its CPU time and
+// whether it waits in a collective. A rank whose heartbeat stops (killed, SIGSTOP, its machine
+// gone), or that neither progresses nor computes nor waits for the others for that long (a
+// stuck file system read), makes every other rank log one line naming it and its host and exit
+// with status 1 - well before the collective timeout. Checkpoints are written atomically, so the
+// chief's last one stays intact.
 std::unique_ptr<Communicator> make_communicator(const DistributedEnvironment& environment,
-                                                std::chrono::seconds timeout);
+                                                std::chrono::seconds timeout,
+                                                std::chrono::seconds liveness_timeout = {});
 
 }  // namespace nabu

@@ -21,137 +21,11 @@
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/processing/audio.h"
 #include "test_helpers.h"
+#include "training_fixture.h"
 
 using namespace nabu;
-using nabu::testing::run_nabu;
-using nabu::testing::run_shell;
-using nabu::testing::TempDir;
-using nabu::testing::write_pcm16_wav;
-using nabu::testing::write_text;
+using namespace nabu::testing;
 namespace fs = std::filesystem;
-
-namespace {
-
-// Two "speakers" per mixture: harmonic tones with their own pitch and a slow amplitude
-// modulation, so the deep clustering targets are learnable. Written where the shipped recipes
-// look for the generated corpus (data/corpus/2speakers/wav8k/min/{tr,cv,tt}) under `root`.
-void make_tone_corpus(const fs::path& root, int train_mixtures = 16, int other_mixtures = 4) {
-  std::mt19937 generator(5);
-  std::uniform_real_distribution<double> pitch(90.0, 300.0), seconds(0.9, 1.3), phase(0.0, 6.28);
-  const std::string base = "data/corpus/2speakers/wav8k/min/";
-  for (const std::string split : {"tr", "cv", "tt"}) {
-    int count = split == "tr" ? train_mixtures : other_mixtures;
-    std::string mix_list, source_list, info_list;
-    for (int i = 0; i < count; ++i) {
-      std::string name = split + "_" + std::to_string(i);
-      int length = static_cast<int>(8000 * seconds(generator));
-      std::vector<std::vector<double>> sources(2, std::vector<double>(length));
-      for (auto& source : sources) {
-        double f0 = pitch(generator), offset = phase(generator);
-        for (int n = 0; n < length; ++n) {
-          double t = n / 8000.0, value = 0.0;
-          for (int h = 1; h <= 5; ++h) value += std::sin(2 * M_PI * h * f0 * t + h * offset) / h;
-          source[n] = 3000.0 * value * (0.6 + 0.4 * std::sin(2 * M_PI * 3 * t + offset));
-        }
-      }
-      std::vector<short> s1(length), s2(length), mix(length);
-      for (int n = 0; n < length; ++n) {
-        s1[n] = static_cast<short>(sources[0][n]);
-        s2[n] = static_cast<short>(sources[1][n]);
-        mix[n] = static_cast<short>(s1[n] + s2[n]);
-      }
-      std::string folder = base + split + "/";
-      write_pcm16_wav(root / (folder + "mix/" + name + ".wav"), mix);
-      write_pcm16_wav(root / (folder + "s1/" + name + ".wav"), s1);
-      write_pcm16_wav(root / (folder + "s2/" + name + ".wav"), s2);
-      mix_list += name + " " + folder + "mix/" + name + ".wav\n";
-      source_list += name + " " + folder + "s1/" + name + ".wav " + folder + "s2/" + name + ".wav\n";
-      info_list += name + " " + folder + "mix/" + name + ".wav a" + std::to_string(i) + " M b" +
-                   std::to_string(i) + " F\n";
-    }
-    write_text(root / (base + split + "/mix_wav.scp"), mix_list);
-    write_text(root / (base + split + "/allS_wav.scp"), source_list);
-    write_text(root / (base + split + "/utt_spkinfo.txt"), info_list);
-  }
-}
-
-std::string dc_recipe() {
-  return (nabu::testing::source_dir() / "recipes/SS/DBLSTM/toy_DC_2spk").string();
-}
-
-// The DC recipe made tiny and free of randomness that differs between runs of another shape
-// (no input noise); deterministic, one thread.
-std::string tiny_dc(const std::string& extra) {
-  return "--recipe=" + dc_recipe() +
-         " --threads=1 --seed=3 --deterministic"
-         " --set model.cfg:main:num_units=8 --set model.cfg:main:input_noise=0"
-         " --set validation_evaluator.cfg:evaluator:batch_size=4"
-         " --set 'trainer.cfg:trainer:batch_size=4 2' " +
-         extra;
-}
-
-// A corpus with its stores, prepared once per test (each CTest test is its own process).
-class TrainingRun : public ::testing::Test {
- protected:
-  void SetUp() override {
-    make_tone_corpus(dir_.path());
-    auto result = run_nabu("data --recipe=" + dc_recipe() + " --expdir=exp_data --threads=1",
-                           dir_.path());
-    ASSERT_EQ(result.exit_code, 0) << result.output;
-  }
-  nabu::testing::CommandResult train(const std::string& expdir, const std::string& extra) {
-    return run_nabu("train --expdir=" + expdir + " " + tiny_dc(extra), dir_.path());
-  }
-  std::map<std::string, torch::Tensor> parameters(const std::string& checkpoint) {
-    return load_checkpoint(dir_ / checkpoint, {}).parameters;
-  }
-  TempDir dir_;
-};
-
-void expect_same_parameters(const std::map<std::string, torch::Tensor>& a,
-                            const std::map<std::string, torch::Tensor>& b, double tolerance) {
-  ASSERT_EQ(a.size(), b.size());
-  for (const auto& [name, tensor] : a) {
-    ASSERT_TRUE(b.count(name)) << name;
-    if (tolerance == 0.0)
-      EXPECT_TRUE(torch::equal(tensor, b.at(name))) << name << " differs";
-    else
-      EXPECT_TRUE(torch::allclose(tensor, b.at(name), tolerance, 1e-7))
-          << name << " max difference " << (tensor - b.at(name)).abs().max().item<double>();
-  }
-}
-
-// The training loss by update number (the last record of each update).
-std::map<int64_t, double> training_losses_by_step(const fs::path& metrics) {
-  std::map<int64_t, double> losses;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto record = nlohmann::json::parse(line);
-    if (record["type"] == "train") losses[record["step"].get<int64_t>()] = record["loss"].get<double>();
-  }
-  return losses;
-}
-
-// Starts nabu in the background; returns its pid.
-pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::string command = "cd '" + cwd.string() + "' && exec '" + std::string(NABU_BINARY) + "' " +
-                          args + " > '" + log.string() + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
-
-int count_lines_with(const fs::path& path, const std::string& text) {
-  std::ifstream in(path);
-  std::string line;
-  int count = 0;
-  while (std::getline(in, line)) count += line.find(text) != std::string::npos;
-  return count;
-}
 
 TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   const std::string options = "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5";
@@ -187,6 +61,59 @@ TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   }
   EXPECT_EQ(nabu::testing::read_text(dir_ / "exp_a/val_sum.json"),
             nabu::testing::read_text(dir_ / "exp_b/val_sum.json"));
+}
+
+TEST_F(TrainingRun, ResumeAcceptsTheRecordedOverridesAndRejectsAChangedOne) {
+  const std::string sets = "--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1000"
+                           " --set model.cfg:main:num_layers=1";
+  auto first = train("exp_r", sets);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // The same command with --resume (the overrides in another order) continues.
+  auto again = run_nabu("train --expdir=exp_r --resume --threads=1 --set model.cfg:main:num_layers=1"
+                        " --set trainer.cfg:trainer:valid_frequency=1000",
+                        dir_.path());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  auto changed = run_nabu("train --expdir=exp_r --resume --threads=1"
+                          " --set model.cfg:main:num_layers=2",
+                          dir_.path());
+  EXPECT_EQ(changed.exit_code, 1) << changed.output;
+  EXPECT_NE(changed.output.find("--set model.cfg:main:num_layers: the experiment in exp_r was "
+                                "started with '1', now '2'"),
+            std::string::npos)
+      << changed.output;
+  auto added = run_nabu("train --expdir=exp_r --resume --threads=1 --set model.cfg:main:dropout=0.5",
+                        dir_.path());
+  EXPECT_EQ(added.exit_code, 1) << added.output;
+  EXPECT_NE(added.output.find("was started without it"), std::string::npos) << added.output;
+}
+
+TEST_F(TrainingRun, GoingBackRestoresTheModelButTheDataMovesOn) {
+  // A learning rate so large that every validation after the first is worse: each one goes back
+  // to the step-0 model. The original restores only the model, so the updates after going back
+  // see new data and give new validation losses; replaying the same data would repeat them.
+  auto result = train("exp_back", "--max-steps=20 --set trainer.cfg:trainer:valid_frequency=2"
+                                  " --set trainer.cfg:trainer:go_back=True"
+                                  " --set trainer.cfg:trainer:num_tries=5"
+                                  " --set 'trainer.cfg:trainer:initial_learning_rate=0.5 0.5'");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("going back to the model validated at step 0"), std::string::npos)
+      << result.output;
+  // After every go_back, the next validation sees a model trained on other data: a different
+  // loss (replaying the same updates would give the same loss again, bit for bit).
+  std::ifstream in(dir_ / "exp_back/100/metrics.jsonl");
+  std::vector<std::pair<double, bool>> validations;  // loss, went back
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] == "validation")
+      validations.emplace_back(record["loss"].get<double>(), record["go_back"].get<bool>());
+  }
+  int checked = 0;
+  for (std::size_t i = 0; i + 1 < validations.size(); ++i) {
+    if (!validations[i].second) continue;
+    EXPECT_NE(validations[i + 1].first, validations[i].first) << "validation " << i + 1;
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
 }
 
 TEST_F(TrainingRun, AccumulatedMinibatchesEqualOneLargeBatch) {
@@ -423,5 +350,3 @@ TEST_F(TrainingRun, SweepTrainsEveryBlockAndSkipsFinishedOnes) {
   EXPECT_NE(nabu::testing::read_text(dir_ / "sweep/sweep_summary.csv").find("done before"),
             std::string::npos);
 }
-
-}  // namespace

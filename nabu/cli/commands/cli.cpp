@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <csignal>
 #include <iostream>
 #include <thread>
 
@@ -102,6 +103,9 @@ const std::vector<CommandInfo>& commands() {
 }
 
 int run_main(int argc, char** argv) {
+  // A write beyond a file-size limit (ulimit -f, quotas) fails with an error we report, instead
+  // of killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_usage();

@@ -47,8 +47,9 @@ int cmd_train(const std::vector<std::string>& args) {
   add_common_options(description, common);
   description.add_options()
       ("resume", po::value(&resume)->implicit_value("True"),
-       "continue the experiment in --expdir from its latest checkpoint, at the exact step, with\n"
-       "the --seed, --max-steps and --deterministic of its first run")
+       "continue the experiment in --expdir from its latest checkpoint (else latest.pt.prev,\n"
+       "else validated.pt), at the exact step, with the --seed, --max-steps and --deterministic\n"
+       "of its first run; the same --set values may be given again")
       ("overwrite", po::bool_switch(&run.overwrite),
        "start over in an --expdir that already holds a training")
       ("deterministic", po::bool_switch(&run.deterministic),
@@ -59,7 +60,11 @@ int cmd_train(const std::vector<std::string>& args) {
       ("workers", po::value(&workers)->default_value(1),
        "data-parallel worker processes on this machine (see README: distributed training)")
       ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),
-       "seconds a distributed worker waits for the others before it stops with an error");
+       "seconds a distributed worker waits in one collective for the others before it stops\n"
+       "with an error")
+      ("liveness-timeout", po::value(&run.liveness_timeout_seconds)->default_value(20),
+       "distributed runs: a rank that stops sending heartbeats, or neither progresses nor\n"
+       "computes for this many seconds, ends the run with an error naming it (0 = off)");
   if (!parse_command_line(
           "train",
           "Trains the models of a recipe: one stage per value of [trainer] segment_lengths, each\n"
@@ -75,6 +80,7 @@ int cmd_train(const std::vector<std::string>& args) {
   run.max_steps = parse_max_steps(max_steps);
   if (workers < 1) throw Error("--workers must be at least 1");
   if (run.dist_timeout_seconds < 1) throw Error("--dist-timeout must be at least 1 second");
+  if (run.liveness_timeout_seconds < 0) throw Error("--liveness-timeout must not be negative");
   if (workers > 1) {
     if (DistributedEnvironment::from_environment().distributed())
       throw Error("--workers cannot be used in a process started with WORLD_SIZE > 1");

@@ -100,6 +100,7 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
       result.batches += 1;
       result.examples += batch->size();
       if (on_batch) on_batch(*batch, outputs);
+      if (communicator) communicator->tick();
     }
   }
   if (communicator && world > 1) {

@@ -2,8 +2,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <sstream>
+
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
+#include "nabu/core/strings.h"
 
 namespace nabu {
 
@@ -25,6 +28,39 @@ double read_double(torch::serialize::InputArchive& archive, const std::string& k
 }
 
 }  // namespace
+
+std::optional<std::filesystem::path> resumable_checkpoint(const std::filesystem::path& logdir,
+                                                          std::string* note) {
+  std::vector<std::string> skipped;
+  for (const char* name : {"latest.pt", "latest.pt.prev", "validated.pt"}) {
+    auto path = logdir / name;
+    if (!std::filesystem::exists(path)) {
+      skipped.push_back(std::string(name) + " is missing");
+      continue;
+    }
+    try {
+      load_checkpoint(path, {});
+    } catch (const Error& e) {
+      skipped.push_back(std::string(name) + " is unreadable (" +
+                        std::string(e.what()).substr(0, 160) + ")");
+      continue;
+    }
+    if (note)
+      *note = skipped.empty() || name == std::string("latest.pt")
+                  ? ""
+                  : "resuming from " + path.string() + ": " + join(skipped, ", ");
+    return path;
+  }
+  return std::nullopt;
+}
+
+void remove_stale_temporaries(const std::filesystem::path& directory) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(directory, ec)) return;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec))
+    if (entry.path().filename().string().find(".tmp.") != std::string::npos)
+      std::filesystem::remove_all(entry.path(), ec);
+}
 
 torch::Tensor cpu_rng_state() {
   auto generator = at::detail::getDefaultCPUGenerator();
@@ -79,8 +115,20 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint
     archive.write("optimizer/" + std::to_string(i), sub);
   }
   ensure_directory(path.parent_path());
+  // Serialised in memory and written by us: LibTorch's own file writer aborts the process when
+  // a write fails (its destructor throws), and a full disk must be an error, not a crash.
+  std::ostringstream buffer;
+  archive.save_to(buffer);
+  const std::string bytes = buffer.str();
   AtomicPath target(path);
-  archive.save_to(target.temporary().string());
+  try {
+    write_file(target.temporary(), bytes);
+    // Read back before it replaces the previous one: only complete bytes may win.
+    if (read_file(target.temporary()) != bytes) throw Error("the bytes read back differ");
+  } catch (const Error& e) {
+    throw Error("checkpoint " + path.string() + " cannot be written (" +
+                std::string(e.what()).substr(0, 240) + "); the previous checkpoint is kept");
+  }
   // Keep the previous checkpoint: a crash while writing never leaves us without one.
   std::error_code ec;
   if (std::filesystem::exists(path, ec))

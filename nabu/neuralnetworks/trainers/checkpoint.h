@@ -1,6 +1,7 @@
 // Everything needed to continue a stage exactly: parameters, optimizer states, step, validation
 // state (with the learning-rate factor), pipeline positions and the RNG state. Written to a
-// temporary file and renamed; the previous checkpoint is kept as <name>.prev.
+// temporary file, read back completely (a full disk or a cut write never replaces a good
+// checkpoint), then renamed; the previous checkpoint is kept as <name>.prev.
 #pragma once
 
 #include <torch/torch.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,16 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint
 // Reads a checkpoint; loads the optimizers' states when given (they must be built alike).
 TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
                                    const std::vector<torch::optim::Optimizer*>& optimizers);
+
+// The checkpoint a resumed stage continues from, in `logdir`: latest.pt, else latest.pt.prev,
+// else validated.pt, the first that exists and reads completely. `note` (when given) receives a
+// line saying which was taken and why the newer ones were not; empty when latest.pt was fine.
+// nullopt when there is none.
+std::optional<std::filesystem::path> resumable_checkpoint(const std::filesystem::path& logdir,
+                                                          std::string* note = nullptr);
+
+// Removes the temporary files a killed writer left in `directory` ("<name>.tmp.<pid>.<n>").
+void remove_stale_temporaries(const std::filesystem::path& directory);
 
 // The CPU generator state (for input noise and dropout) and its restore.
 torch::Tensor cpu_rng_state();

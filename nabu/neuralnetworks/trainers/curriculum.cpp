@@ -65,9 +65,10 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     }
     // Every rank decides on skipping, resuming and initialising from the same files.
     communicator.barrier();
-    bool has_checkpoint = fs::exists(stage_dir / "logdir" / "latest.pt");
+    auto checkpoint = resumable_checkpoint(stage_dir / "logdir");
+    bool has_checkpoint = checkpoint.has_value();
     if (stage.segment_length != "full" && fs::exists(stage_dir / "model" / "model.pt") &&
-        has_checkpoint && load_checkpoint(stage_dir / "logdir" / "latest.pt", {}).finished) {
+        has_checkpoint && load_checkpoint(*checkpoint, {}).finished) {
       if (chief)
         spdlog::info("[{}] stage already trained ({}), skipped", stage.segment_length,
                      (stage_dir / "model" / "model.pt").string());

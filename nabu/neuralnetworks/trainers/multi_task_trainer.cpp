@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -60,12 +62,23 @@ void unflatten(const torch::Tensor& flat, std::vector<torch::Tensor>& gradients,
   }
 }
 
+// Fault injection for tests/unit/test_faults.cpp: NABU_TEST_HANG_AT_STEP=N makes rank
+// NABU_TEST_HANG_RANK (default 1) block without computing before update N, as a rank stuck in a
+// file system read does. Unset, it costs one comparison per update.
+int64_t test_hang_step(int rank) {
+  const char* step = std::getenv("NABU_TEST_HANG_AT_STEP");
+  const char* hang_rank = std::getenv("NABU_TEST_HANG_RANK");
+  if (!step || (hang_rank ? std::atoi(hang_rank) : 1) != rank) return -1;
+  return std::atoll(step);
+}
+
 }  // namespace
 
 MultiTaskTrainer::MultiTaskTrainer(const StageContext& context)
     : recipe_(context.recipe), options_(context.options), stage_(context.stage),
       stage_dir_(context.stage_dir), init_model_(context.init_model),
-      communicator_(context.communicator), settings_(context.settings) {}
+      communicator_(context.communicator), settings_(context.settings),
+      test_hang_step_(test_hang_step(context.communicator.rank())) {}
 
 MultiTaskTrainer::~MultiTaskTrainer() = default;
 
@@ -192,8 +205,10 @@ void MultiTaskTrainer::all_reduce_sums() {
 void MultiTaskTrainer::training_step() {
   auto start = Clock::now();
   for (auto& task : tasks_) task->reset_accumulators();
-  for (int round = 0; round < stage_.numbatches_to_aggregate; ++round)
+  for (int round = 0; round < stage_.numbatches_to_aggregate; ++round) {
     for (auto& task : tasks_) task->run_minibatch();
+    communicator_.tick();
+  }
   last_allreduce_seconds_ = 0;
   if (communicator_.world_size() > 1) all_reduce_sums();
   std::vector<ParameterUpdate::TaskSums> sums;
@@ -265,12 +280,16 @@ bool MultiTaskTrainer::validate() {
     return false;
   }
   if (decision.go_back) {
-    if (communicator_.is_chief())
-      spdlog::info("[{}] going back to the last validated model", stage_.segment_length);
+    // Back to the validated weights, optimizer state, learning-rate factor and step; the data
+    // order and the random state move on, so the next updates see new data (docs/trainer.md).
     communicator_.barrier();
-    restore(load_checkpoint(validated_path, {}), /*with_validation_state=*/false);
-    // The optimizer states go back too.
-    load_checkpoint(validated_path, update_->optimizers());
+    auto validated = load_checkpoint(validated_path, update_->optimizers());
+    if (communicator_.is_chief())
+      spdlog::info("[{}] going back to the model validated at step {}; the data moves on",
+                   stage_.segment_length, validated.step);
+    restore_weights(validated);
+    step_ = validated.step;
+    validation_.lr_factor = validated.validation.lr_factor * (decision.halve_lr ? 0.5 : 1.0);
   }
   if (communicator_.is_chief()) save(logdir() / "latest.pt", false);
   return true;
@@ -292,10 +311,20 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
 }
 
 void MultiTaskTrainer::save(const std::filesystem::path& path, bool finished) {
+  communicator_.tick();
   save_checkpoint(path, snapshot(finished), update_->optimizers());
+  communicator_.tick();
 }
 
-void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint, bool with_validation_state) {
+void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint) {
+  restore_weights(checkpoint);
+  step_ = checkpoint.step;
+  validation_ = checkpoint.validation;
+  for (auto& task : tasks_) task->seek(checkpoint.positions);
+  if (checkpoint.rng_state.defined()) set_cpu_rng_state(checkpoint.rng_state);
+}
+
+void MultiTaskTrainer::restore_weights(const TrainingCheckpoint& checkpoint) {
   torch::NoGradGuard no_grad;
   for (const auto& [name, tensor] : bank_->named_parameters()) {
     auto it = checkpoint.parameters.find(name);
@@ -306,10 +335,6 @@ void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint, bool with_v
       throw Error("checkpoint parameter " + name + " has another shape (was model.cfg changed?)");
     tensor.copy_(it->second);
   }
-  step_ = checkpoint.step;
-  if (with_validation_state) validation_ = checkpoint.validation;
-  for (auto& task : tasks_) task->seek(checkpoint.positions);
-  if (checkpoint.rng_state.defined()) set_cpu_rng_state(checkpoint.rng_state);
 }
 
 StageResult MultiTaskTrainer::run() {
@@ -323,9 +348,12 @@ StageResult MultiTaskTrainer::run() {
 
   bool finished = false;
   auto latest = logdir() / "latest.pt";
-  if (settings_.resume && std::filesystem::exists(latest)) {
-    auto checkpoint = load_checkpoint(latest, update_->optimizers());
-    restore(checkpoint, /*with_validation_state=*/true);
+  if (communicator_.is_chief()) remove_stale_temporaries(logdir());
+  std::string note;
+  if (auto path = settings_.resume ? resumable_checkpoint(logdir(), &note) : std::nullopt) {
+    if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
+    auto checkpoint = load_checkpoint(*path, update_->optimizers());
+    restore(checkpoint);
     finished = checkpoint.finished;
     spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, step_, num_steps_,
                  finished ? " (stage already finished)" : "");
@@ -347,10 +375,15 @@ StageResult MultiTaskTrainer::run() {
       break;
     }
     if (interrupt_requested) {
-      if (communicator_.is_chief()) save(latest, false);
+      if (!communicator_.is_chief())
+        throw Error("interrupted at step " + std::to_string(step_) +
+                    "; rank 0 writes the checkpoint; continue with --resume");
+      save(latest, false);
       throw Error("interrupted at step " + std::to_string(step_) + "; checkpoint written to " +
                   latest.string() + "; continue with --resume");
     }
+    if (step_ == test_hang_step_)
+      while (true) std::this_thread::sleep_for(std::chrono::seconds(60));
     training_step();
     if (!communicator_.is_chief()) continue;
     TrainingProgress::Step report;

@@ -40,7 +40,9 @@ class MultiTaskTrainer : public StageTrainer {
   // Validates and applies the policy; returns false when training must stop.
   bool validate();
   TrainingCheckpoint snapshot(bool finished) const;
-  void restore(const TrainingCheckpoint& checkpoint, bool with_validation_state);
+  // Everything of a checkpoint: weights, step, validation state, data positions, random state.
+  void restore(const TrainingCheckpoint& checkpoint);
+  void restore_weights(const TrainingCheckpoint& checkpoint);
   void save(const std::filesystem::path& path, bool finished);
   double current_learning_rate() const;
   std::filesystem::path logdir() const { return stage_dir_ / "logdir"; }
@@ -69,6 +71,7 @@ class MultiTaskTrainer : public StageTrainer {
   double last_step_seconds_ = 0;
   double last_allreduce_seconds_ = 0;  // of the last update (0 with one process)
   double checkpoint_clock_ = 0;
+  int64_t test_hang_step_ = -1;  // fault injection (tests only), see the .cpp
 };
 
 }  // namespace nabu

@@ -1,6 +1,7 @@
 #include "nabu/neuralnetworks/trainers/training_run.h"
 
 #include <csignal>
+#include <map>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -58,6 +59,35 @@ TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptio
   return run;
 }
 
+// A resumed run may repeat the --set values it was started with (a rerun of the same command, as
+// job schedulers do), in any order; a value that differs, or a key it was not started with, is
+// an error naming the key and both values.
+void check_resumed_overrides(const fs::path& expdir, const std::vector<std::string>& sets) {
+  if (sets.empty()) return;
+  std::map<std::string, std::string> recorded;
+  fs::path record = expdir / "overrides.txt";
+  if (fs::exists(record))
+    for (const auto& line : split(read_file(record), '\n')) {
+      if (trim(line).empty()) continue;
+      auto override_ = ConfigOverride::parse(trim(line));
+      recorded[override_.file + ":" + override_.section + ":" + override_.key] =
+          trim(override_.value);
+    }
+  for (const auto& spec : sets) {
+    auto override_ = ConfigOverride::parse(spec);
+    std::string key = override_.file + ":" + override_.section + ":" + override_.key;
+    auto it = recorded.find(key);
+    if (it == recorded.end())
+      throw Error("--set " + key + "='" + trim(override_.value) + "': the experiment in " +
+                  expdir.string() + " was started without it (" + record.string() +
+                  "); a resumed run cannot change the recipe; start a new --expdir");
+    if (it->second != trim(override_.value))
+      throw Error("--set " + key + ": the experiment in " + expdir.string() +
+                  " was started with '" + it->second + "', now '" + trim(override_.value) +
+                  "'; a resumed run cannot change the recipe; start a new --expdir");
+  }
+}
+
 // The chief prepares a fresh experiment directory: the recipe as used, its overrides, the
 // options a resume must repeat.
 Recipe prepare_experiment(const TrainingRunOptions& run) {
@@ -99,8 +129,19 @@ std::vector<int64_t> parse_max_steps(const std::string& text) {
 }
 
 void run_training(const TrainingRunOptions& requested) {
+  TrainingRunOptions checked = requested;
+  // train_options.json is written last when an experiment is prepared: without it nothing was
+  // trained yet. A rerun of the command that was killed that early (--resume added, as a job
+  // scheduler does) then simply starts it, when it names the recipe.
+  if (checked.resume && !fs::exists(checked.expdir / "train_options.json") &&
+      !checked.recipe.empty()) {
+    spdlog::warn("nothing to resume in {} (no train_options.json): starting the experiment",
+                 checked.expdir.string());
+    checked.resume = false;
+    checked.overwrite = true;
+  }
   const TrainingRunOptions run =
-      requested.resume ? recorded_run_options(requested.expdir, requested) : requested;
+      checked.resume ? recorded_run_options(checked.expdir, checked) : checked;
   const fs::path& expdir = run.expdir;
   if (run.resume) torch::manual_seed(run.seed);
   std::signal(SIGINT, on_interrupt);
@@ -114,12 +155,10 @@ void run_training(const TrainingRunOptions& requested) {
 
   Recipe recipe;
   if (run.resume) {
-    if (!fs::exists(expdir / "trainer.cfg"))
-      throw Error(expdir.string() + " holds no experiment to resume (no trainer.cfg copy); start "
-                  "it without --resume");
-    if (!run.sets.empty())
-      throw Error("--set cannot change a resumed experiment; edit nothing and resume, or start a "
-                  "new --expdir");
+    if (!fs::exists(expdir / "trainer.cfg") || !fs::exists(expdir / "train_options.json"))
+      throw Error(expdir.string() + " holds no experiment to resume (no train_options.json); "
+                  "start it without --resume, or give --recipe");
+    check_resumed_overrides(expdir, run.sets);
     recipe = Recipe::load(expdir);
     if (chief) log_to_file(expdir / "run.log");
     spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
@@ -137,7 +176,8 @@ void run_training(const TrainingRunOptions& requested) {
                run.deterministic ? ", deterministic" : "");
 
   auto communicator =
-      make_communicator(environment, std::chrono::seconds(run.dist_timeout_seconds));
+      make_communicator(environment, std::chrono::seconds(run.dist_timeout_seconds),
+                        std::chrono::seconds(run.liveness_timeout_seconds));
   if (environment.distributed())
     spdlog::info("distributed: rank {} of {} ({} variables; rendezvous {}:{})", environment.rank,
                  environment.world_size, environment.source, environment.master_addr,

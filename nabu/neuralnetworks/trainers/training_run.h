@@ -1,6 +1,7 @@
 // A training run behind `nabu train` (and each run of `nabu sweep`): the experiment directory
 // (the recipe as used, overrides.txt, train_options.json, run.log), the process group of a
-// distributed run, and the curriculum. --resume continues the run recorded in the directory.
+// distributed run, and the curriculum. --resume continues the run recorded in the directory; it
+// accepts the --set values the run was started with (in any order) and rejects a changed one.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct TrainingRunOptions {
   // -1 = not given (trainer.cfg's max_steps applies).
   std::vector<int64_t> max_steps{-1};
   int dist_timeout_seconds = 300;
+  int liveness_timeout_seconds = 20;  // 0 = no liveness check
 };
 
 void run_training(const TrainingRunOptions& options);

@@ -1,0 +1,50 @@
+// Whole `nabu train` runs on a synthetic corpus: the corpus, the tiny DC recipe options and the
+// helpers the training-run and fault-injection tests share.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "test_helpers.h"
+
+namespace nabu::testing {
+
+// Two "speakers" per mixture: harmonic tones with their own pitch and a slow amplitude
+// modulation, so the deep clustering targets are learnable. Written where the shipped recipes
+// look for the generated corpus (data/corpus/2speakers/wav8k/min/{tr,cv,tt}) under `root`.
+void make_tone_corpus(const fs::path& root, int train_mixtures = 16, int other_mixtures = 4);
+
+// The shipped DC recipe.
+std::string dc_recipe();
+// The DC recipe made tiny and free of randomness that differs between runs of another shape
+// (no input noise); deterministic, one thread. `extra` is appended.
+std::string tiny_dc(const std::string& extra);
+
+// A corpus with its stores, prepared once per test (each CTest test is its own process).
+class TrainingRun : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  CommandResult train(const std::string& expdir, const std::string& extra);
+  std::map<std::string, torch::Tensor> parameters(const std::string& checkpoint);
+  TempDir dir_;
+};
+
+void expect_same_parameters(const std::map<std::string, torch::Tensor>& a,
+                            const std::map<std::string, torch::Tensor>& b, double tolerance);
+// The training loss by update number (the last record of each update).
+std::map<int64_t, double> training_losses_by_step(const fs::path& metrics);
+// Validation losses in the order they were logged.
+std::vector<double> validation_losses(const fs::path& metrics);
+// Starts nabu in the background with its output in `log`; returns its pid.
+pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log);
+int count_lines_with(const fs::path& path, const std::string& text);
+// Waits (up to `seconds`) until `path` has `count` lines containing `text`.
+bool wait_for_lines(const fs::path& path, const std::string& text, int count, double seconds);
+
+}  // namespace nabu::testing
