@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/kmeans.h"
+#include "nabu/postprocessing/reconstructors/kmeans.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/processing/signal.h"
 

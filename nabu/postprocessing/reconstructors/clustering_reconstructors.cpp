@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/kmeans.h"
+#include "nabu/postprocessing/reconstructors/kmeans.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 
 namespace nabu {

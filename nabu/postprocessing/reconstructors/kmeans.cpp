@@ -1,4 +1,4 @@
-#include "nabu/postprocessing/kmeans.h"
+#include "nabu/postprocessing/reconstructors/kmeans.h"
 
 #include <cmath>
 #include <limits>
