@@ -45,7 +45,20 @@ std::vector<pid_t> children_of(pid_t pid) {
 
 std::string file_bytes(const fs::path& path) { return read_text(path); }
 
-class Faults : public TrainingRun {};
+class Faults : public TrainingRun {
+ protected:
+  // Starts `nabu train` into `expdir` and SIGKILLs it once its first stage has logged
+  // `validations` validations (each one writes a checkpoint).
+  void train_and_kill(const std::string& expdir, const std::string& extra, int validations) {
+    pid_t pid = spawn_nabu("train --expdir=" + expdir + " " + tiny_dc(extra), dir_.path(),
+                           dir_ / (expdir + ".log"));
+    bool reached = wait_for_lines(dir_ / expdir / "100/metrics.jsonl", "\"validation\"",
+                                  validations, 120);
+    ::kill(pid, SIGKILL);
+    wait_child(pid);
+    ASSERT_TRUE(reached) << read_text(dir_ / (expdir + ".log"));
+  }
+};
 
 const std::string kCheckpointed = "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5";
 
@@ -75,11 +88,7 @@ TEST_F(Faults, SigkillAtRandomMomentsThenResumeEndsBitIdentical) {
 }
 
 TEST_F(Faults, DeletedLatestCheckpointResumesFromThePreviousOneAtItsStep) {
-  pid_t pid = spawn_nabu("train --expdir=exp_prev " + tiny_dc(kCheckpointed), dir_.path(),
-                         dir_ / "prev.log");
-  ASSERT_TRUE(wait_for_lines(dir_ / "exp_prev/100/metrics.jsonl", "\"validation\"", 4, 120));
-  ::kill(pid, SIGKILL);
-  wait_child(pid);
+  train_and_kill("exp_prev", kCheckpointed, 4);
   auto logdir = dir_ / "exp_prev/100/logdir";
   ASSERT_TRUE(fs::exists(logdir / "latest.pt.prev"));
   int64_t previous_step = load_checkpoint(logdir / "latest.pt.prev", {}).step;
@@ -97,11 +106,7 @@ TEST_F(Faults, DeletedLatestCheckpointResumesFromThePreviousOneAtItsStep) {
 }
 
 TEST_F(Faults, TruncatedLatestCheckpointFallsBackWithOneLine) {
-  pid_t pid = spawn_nabu("train --expdir=exp_cut " + tiny_dc(kCheckpointed), dir_.path(),
-                         dir_ / "cut.log");
-  ASSERT_TRUE(wait_for_lines(dir_ / "exp_cut/100/metrics.jsonl", "\"validation\"", 3, 120));
-  ::kill(pid, SIGKILL);
-  wait_child(pid);
+  train_and_kill("exp_cut", kCheckpointed, 3);
   auto latest = dir_ / "exp_cut/100/logdir/latest.pt";
   fs::resize_file(latest, fs::file_size(latest) / 2);
   auto resumed = run_nabu("train --expdir=exp_cut --resume --threads=1", dir_.path());
@@ -114,10 +119,7 @@ TEST_F(Faults, FullDiskWhileWritingACheckpointKeepsThePreviousOne) {
   // A first run leaves good checkpoints; the resumed run may write files of at most 64 KB
   // (ulimit -f): its checkpoints (bigger, with 64 units) cannot be written.
   const std::string big = kCheckpointed + " --set model.cfg:main:num_units=64";
-  pid_t pid = spawn_nabu("train --expdir=exp_full " + tiny_dc(big), dir_.path(), dir_ / "f.log");
-  ASSERT_TRUE(wait_for_lines(dir_ / "exp_full/100/metrics.jsonl", "\"validation\"", 2, 120));
-  ::kill(pid, SIGKILL);
-  wait_child(pid);
+  train_and_kill("exp_full", big, 2);
   auto latest = dir_ / "exp_full/100/logdir/latest.pt";
   ASSERT_GT(fs::file_size(latest), 64u * 1024) << "make the model larger";
   std::string before = file_bytes(latest);
