@@ -60,6 +60,11 @@ std::unique_ptr<TaskSeparation> Separator::task(const std::string& name, bool wi
   } else {
     task->graph_ = std::make_unique<ModelGraph>(*task->section_, *bank_);
   }
+  // separate_samples computes the inputs from a signal (the readers load their lists lazily).
+  auto spec = read_task_spec(*task->section_, TaskRole::kTest, test_cfg.find_section("evaluator"));
+  for (const auto& binding : spec.linked_sets.front().inputs)
+    task->inputs_.emplace_back(binding.name,
+                               std::make_unique<SectionReader>(recipe_, binding.sections.front()));
   return task;
 }
 
@@ -90,14 +95,12 @@ void TaskSeparation::ensure_loaded(const TensorMap& inputs,
   loaded_ = true;
 }
 
-Separation TaskSeparation::reconstruct(const std::string& utterance, const TensorMap& outputs,
-                                       const DataLine* line) {
+Separation TaskSeparation::reconstruct(const std::string& utterance, const TensorMap& outputs) {
   Separation separation;
   separation.utterance = utterance;
-  auto spectrum = line ? mixture_->process(*line, &separation.sample_rate)
-                       : mixture_->read(utterance, &separation.sample_rate);
+  auto spectrum = mixture_->read(utterance, &separation.sample_rate);
   torch::Tensor usedbins;
-  if (usedbins_) usedbins = line ? usedbins_->process(*line) : usedbins_->read(utterance);
+  if (usedbins_) usedbins = usedbins_->read(utterance);
   separation.masks = reconstructor_->masks(outputs, usedbins);
   const FeatureOptions& features = *mixture_->feature_options();
   FrameSettings settings = features.frames(separation.sample_rate);
@@ -126,36 +129,46 @@ EvaluationResult TaskSeparation::evaluate(int64_t max_utterances, const Callback
       TensorMap utterance_outputs;
       for (const auto& [output_name, tensor] : outputs)
         utterance_outputs[output_name] = tensor[b].slice(0, 0, frames);
-      on_separation(reconstruct(batch.names[b], utterance_outputs, nullptr));
+      on_separation(reconstruct(batch.names[b], utterance_outputs));
       ++done;
     }
   });
 }
 
-Separation TaskSeparation::separate(const DataLine& mixture) {
-  const Recipe& recipe = owner_.recipe_;
-  auto spec = read_task_spec(*section_, TaskRole::kTest,
-                             recipe.get("test_evaluator.cfg").find_section("evaluator"));
+torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int sample_rate) {
   TensorMap inputs;
   std::map<std::string, torch::Tensor> lengths;
-  for (const auto& binding : spec.linked_sets.front().inputs) {
-    SectionReader reader(recipe, binding.sections.front());
-    torch::Tensor data;
-    try {
-      data = reader.process(mixture);
-    } catch (const Error& e) {
-      throw Error("input '" + binding.name + "' of task " + name_ +
-                  " cannot be computed from a mixture alone: " + e.what());
-    }
-    inputs[binding.name] = data.to(torch::kFloat32).unsqueeze(0);
-    lengths[binding.name] = torch::tensor({data.size(0)}, torch::kLong);
+  for (const auto& [name, reader] : inputs_) {
+    torch::Tensor data = reader->process_audio(samples, sample_rate);
+    inputs[name] = data.to(torch::kFloat32).unsqueeze(0);
+    lengths[name] = torch::tensor({data.size(0)}, torch::kLong);
   }
   ensure_loaded(inputs, lengths);
   torch::NoGradGuard no_grad;
-  auto outputs = graph_->forward(inputs, lengths, /*training=*/false);
+  ModelGraph& graph = evaluator_ ? evaluator_->graph() : *graph_;
+  auto outputs = graph.forward(inputs, lengths, /*training=*/false);
   TensorMap one;
   for (const auto& [name, tensor] : outputs) one[name] = tensor[0];
-  return reconstruct(mixture.utterance, one, &mixture);
+  auto spectrum = mixture_->process_audio(samples, sample_rate);
+  torch::Tensor usedbins;
+  if (usedbins_) usedbins = usedbins_->process_audio(samples, sample_rate);
+  auto masks = reconstructor_->masks(one, usedbins);
+  FrameSettings settings = mixture_->feature_options()->frames(sample_rate);
+  int64_t length = (spectrum.size(0) - 1) * settings.frame_step() + settings.frame_length();
+  return masks_to_signals(masks, spectrum, settings, length, /*normalise=*/false);
+}
+
+int TaskSeparation::model_sample_rate() const {
+  if (inputs_.empty()) return mixture_->list_sample_rate();
+  return inputs_.front().second->list_sample_rate();
+}
+
+DataLine TaskSeparation::mixture_line(const std::string& utterance) const {
+  return mixture_->line(utterance);
+}
+
+int64_t TaskSeparation::frame_length(int sample_rate) const {
+  return mixture_->feature_options()->frames(sample_rate).frame_length();
 }
 
 }  // namespace nabu

@@ -33,15 +33,25 @@ class TaskSeparation {
   // Test loss over the task's test data; every utterance (up to max_utterances, -1 = all) is
   // separated and handed to `on_separation`.
   EvaluationResult evaluate(int64_t max_utterances, const Callback& on_separation);
-  // Separates one new mixture given as a list line ("name path").
-  Separation separate(const DataLine& mixture);
+  // Separates one signal in memory (int16 scale, at the model's rate): the task's inputs are
+  // computed from it by their sections' processors, the masks applied to its spectrum. Returns
+  // [S, N'] double at the mixture's scale (not normalised; N' = the snipped length: a whole
+  // number of frame steps after one frame). Throws DataError when an input needs more than the
+  // mixture.
+  torch::Tensor separate_samples(const torch::Tensor& samples, int sample_rate);
+  // The sample rate of the data the model was trained on (the task's first input section).
+  int model_sample_rate() const;
+  // Samples of one analysis frame at `sample_rate` (shorter signals cannot be separated).
+  int64_t frame_length(int sample_rate) const;
+  int num_speakers() const { return reconstructor_->num_speakers(); }
+  // The line of the reconstructor's org_mix section for a test utterance (its mixture audio).
+  DataLine mixture_line(const std::string& utterance) const;
   const std::string& name() const { return name_; }
 
  private:
   friend class Separator;
   TaskSeparation(Separator& owner, const std::string& task);
-  Separation reconstruct(const std::string& utterance, const TensorMap& outputs,
-                         const DataLine* line);
+  Separation reconstruct(const std::string& utterance, const TensorMap& outputs);
   void ensure_loaded(const TensorMap& inputs, const std::map<std::string, torch::Tensor>& lengths);
 
   Separator& owner_;
@@ -49,8 +59,9 @@ class TaskSeparation {
   const ConfigSection* section_;
   ReconstructorPtr reconstructor_;
   std::unique_ptr<SectionReader> mixture_, usedbins_;
-  EvaluatorPtr evaluator_;                // test data (test only)
-  std::unique_ptr<ModelGraph> graph_;             // new mixtures (separate only)
+  std::vector<std::pair<std::string, std::unique_ptr<SectionReader>>> inputs_;
+  EvaluatorPtr evaluator_;             // test data (test only)
+  std::unique_ptr<ModelGraph> graph_;  // new mixtures (separate only)
   bool loaded_ = false;
 };
 

@@ -8,6 +8,7 @@
 #include "nabu/core/logging.h"
 #include "nabu/core/strings.h"
 #include "nabu/postprocessing/scorers/score_summary.h"
+#include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/postprocessing/separation.h"
 
 namespace nabu {
@@ -62,11 +63,28 @@ void score(ScoringData& scoring, const Separation& separation) {
                              scoring.scorers[i]->evaluate(references, estimates, mixture));
 }
 
+// The test mixture of `whole` separated from its audio in chunks, each signal normalised to
+// max |x| = 1 as whole-utterance reconstructions are.
+torch::Tensor separate_in_chunks(TaskSeparation& task, const Separation& whole,
+                                 const TestRunOptions& options) {
+  Audio audio = read_audio_fields(task.mixture_line(whole.utterance).fields);
+  if (audio.sample_rate != whole.sample_rate)
+    throw DataError("test utterance " + whole.utterance + ": its mixture audio is at " +
+                    std::to_string(audio.sample_rate) + " Hz, the model's data at " +
+                    std::to_string(whole.sample_rate) + " Hz");
+  auto signals = separate_in_chunks(task, audio.samples.reshape({-1}), audio.sample_rate,
+                                    ChunkOptions{options.chunk_seconds, options.overlap_seconds});
+  auto peaks = signals.abs().amax(1, /*keepdim=*/true).clamp_min(1e-12);
+  return signals / peaks;
+}
+
 }  // namespace
 
 void run_test(const Recipe& recipe, const fs::path& expdir,
                        const TestRunOptions& options) {
-  fs::path testdir = expdir / "test";
+  fs::path testdir = expdir / (options.chunk_seconds > 0
+                                   ? fmt::format("test_chunks_{}s", options.chunk_seconds)
+                                   : std::string("test"));
   ensure_directory(testdir);
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   const ConfigSection& evaluator = test_cfg.section("evaluator");
@@ -85,7 +103,9 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     fs::path wav_dir = testdir / "reconstructions" / task;
     std::string pointers;
     int64_t done = 0;
-    auto loss = run->evaluate(options.max_utterances, [&](const Separation& separation) {
+    auto loss = run->evaluate(options.max_utterances, [&](const Separation& whole) {
+      Separation separation = whole;
+      if (options.chunk_seconds > 0) separation.signals = separate_in_chunks(*run, whole, options);
       std::vector<std::string> paths;
       for (int64_t s = 0; s < separation.signals.size(0); ++s) {
         fs::path path = wav_dir / ("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");

@@ -49,6 +49,10 @@ class Processor {
   // The whole utterance: [T, ...] (time first) for the stored processors. When `sample_rate` is
   // given it receives the audio's sample rate.
   virtual torch::Tensor process(const DataLine& line, int* sample_rate = nullptr) const = 0;
+  // The same from one signal in memory (int16 scale), for processors whose line is one mixture
+  // wav (features, spectra, used bins): `nabu separate` computes them chunk by chunk. Others
+  // throw DataError saying they need more than a mixture.
+  virtual torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const;
   // False for processors whose output is not time-first frames (multi-signal raw audio): those
   // are only computed on the fly (reconstruction, scoring), never stored.
   virtual bool storable() const { return true; }

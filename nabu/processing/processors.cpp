@@ -71,6 +71,11 @@ std::vector<std::pair<torch::Tensor, int64_t>> segment_frames(const torch::Tenso
   return segments;
 }
 
+torch::Tensor Processor::process_audio(const torch::Tensor&, int) const {
+  throw DataError("this processor needs more than the mixture signal (targets of the sources, "
+                  "a second file); it cannot serve a new mixture");
+}
+
 std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
     const torch::Tensor& data, const std::string& segment_length) const {
   return segment_frames(data, segment_length);
@@ -152,8 +157,10 @@ class AudioFeatProcessor : public Processor {
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     Audio audio = read_audio_fields(line.fields);
     if (sample_rate) *sample_rate = audio.sample_rate;
-    return normalise(computer_->compute(audio.samples, audio.sample_rate), options_.mvn_type,
-                     statistics_);
+    return process_audio(audio.samples, audio.sample_rate);
+  }
+  torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const override {
+    return normalise(computer_->compute(samples, sample_rate), options_.mvn_type, statistics_);
   }
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
   bool needs_statistics() const override { return options_.mvn_type == "global"; }
@@ -258,12 +265,15 @@ class ScoreLabelPerFeatureProcessor : public Processor {
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     Audio audio = read_audio_fields(line.fields);
     if (sample_rate) *sample_rate = audio.sample_rate;
-    auto features = computer_->compute(audio.samples, audio.sample_rate);
-    auto used = features > features.max() / options_.mag_thres;
+    auto used = process_audio(audio.samples, audio.sample_rate);
     if (used.to(torch::kFloat64).mean().item<double>() < 0.01)
       spdlog::warn("{}: utterance '{}': less than 1% of the time-frequency bins are active",
                    line.origin, line.utterance);
     return used;
+  }
+  torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const override {
+    auto features = computer_->compute(samples, sample_rate);
+    return features > features.max() / options_.mag_thres;
   }
   StoredType stored_type() const override { return StoredType::kBool; }
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }

@@ -2,6 +2,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/processing/database_section.h"
+#include "nabu/processing/audio.h"
 #include "nabu/processing/store.h"
 
 namespace nabu {
@@ -18,11 +19,37 @@ SectionReader::SectionReader(const Recipe& recipe, const std::string& section_na
     processor_->set_statistics(
         MvnStatistics::load(std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5"));
   }
-  lines_ = read_data_lines(options.datafiles);
+  datafiles_ = options.datafiles;
+}
+
+void SectionReader::load_list() const {
+  if (loaded_) return;
+  lines_ = read_data_lines(datafiles_);
   index_ = index_by_utterance(lines_);
+  loaded_ = true;
+}
+
+bool SectionReader::has(const std::string& utterance) const {
+  load_list();
+  return index_.count(utterance) > 0;
+}
+
+int SectionReader::list_sample_rate() const {
+  load_list();
+  if (lines_.empty()) throw DataError("[" + section_ + "]: its datafiles list no utterance");
+  return read_audio_fields(lines_.front().fields).sample_rate;
+}
+
+torch::Tensor SectionReader::process_audio(const torch::Tensor& samples, int sample_rate) const {
+  try {
+    return processor_->process_audio(samples, sample_rate);
+  } catch (const DataError& e) {
+    throw DataError("[" + section_ + "]: " + e.what());
+  }
 }
 
 const DataLine& SectionReader::line(const std::string& utterance) const {
+  load_list();
   auto it = index_.find(utterance);
   if (it == index_.end())
     throw DataError("[" + section_ + "]: utterance '" + utterance + "' is not in its datafiles");

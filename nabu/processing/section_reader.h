@@ -18,24 +18,32 @@ namespace nabu {
 
 class SectionReader {
  public:
-  // Loads the processor (with its global MVN statistics when it needs them) and the list.
+  // Loads the processor (with its global MVN statistics when it needs them); the list is read
+  // when first needed.
   SectionReader(const Recipe& recipe, const std::string& section_name);
 
   const std::string& section() const { return section_; }
-  bool has(const std::string& utterance) const { return index_.count(utterance) > 0; }
+  bool has(const std::string& utterance) const;
   const DataLine& line(const std::string& utterance) const;
   // The processed data of an utterance of the list; errors name the section and utterance.
   torch::Tensor read(const std::string& utterance, int* sample_rate = nullptr) const;
   // The processed data of any line (e.g. a new mixture for `nabu separate`).
   torch::Tensor process(const DataLine& line, int* sample_rate = nullptr) const;
+  // The processed data of one signal in memory (int16 scale; Processor::process_audio).
+  torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const;
+  // The sample rate of the first audio file of the section's list (the rate its data has).
+  int list_sample_rate() const;
   const Processor& processor() const { return *processor_; }
   const FeatureOptions* feature_options() const { return processor_->feature_options(); }
 
  private:
+  void load_list() const;
   std::string section_;
   ProcessorPtr processor_;
-  std::vector<DataLine> lines_;
-  std::map<std::string, std::size_t> index_;
+  std::vector<std::string> datafiles_;
+  mutable bool loaded_ = false;
+  mutable std::vector<DataLine> lines_;
+  mutable std::map<std::string, std::size_t> index_;
 };
 
 }  // namespace nabu

@@ -4,12 +4,15 @@
 // run, and a diverging loss stops with the task and step named.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sndfile.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -20,6 +23,8 @@
 #include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/processing/audio.h"
+#include "nabu/processing/audio_stream.h"
+#include "nabu/core/strings.h"
 #include "test_helpers.h"
 #include "training_fixture.h"
 
@@ -281,24 +286,82 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
       nabu::testing::read_text(dir_ / "exp_sep/test/results_task_2spk_sdr_summary.json"));
   EXPECT_TRUE(summary["SDR"]["SS"]["all"]["mean"].is_number());
 
+  // The same test set separated from its audio in overlapping chunks, as nabu separate does.
+  auto chunked = run_nabu("test --expdir=exp_sep --threads=1 --chunk-seconds=0.5 "
+                          "--overlap-seconds=0.1", dir_.path());
+  ASSERT_EQ(chunked.exit_code, 0) << chunked.output;
+  auto chunked_summary = nlohmann::json::parse(nabu::testing::read_text(
+      dir_ / "exp_sep/test_chunks_0.5s/results_task_2spk_sdr_summary.json"));
+  EXPECT_TRUE(chunked_summary["SDR"]["SS"]["all"]["mean"].is_number());
+
+  // A 16 kHz stereo recording: the test mixture upsampled, the right channel at half level.
   const std::string mixture = "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
-  auto separated = run_nabu("separate --expdir=exp_sep --out=separated --threads=1 " + mixture,
+  auto input = read_audio((dir_ / mixture).string());
+  nabu::Resampler upsample(8000, 16000);
+  auto flat = input.samples.contiguous();
+  auto high = upsample.process(
+      std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
+  auto rest = upsample.flush();
+  high.insert(high.end(), rest.begin(), rest.end());
+  {
+    SF_INFO info{};
+    info.samplerate = 16000;
+    info.channels = 2;
+    info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+    SNDFILE* file = sf_open((dir_ / "stereo16k.wav").c_str(), SFM_WRITE, &info);
+    ASSERT_NE(file, nullptr);
+    std::vector<double> interleaved;
+    for (double value : high) interleaved.insert(interleaved.end(), {value / 32768, value / 65536});
+    sf_writef_double(file, interleaved.data(), static_cast<sf_count_t>(high.size()));
+    sf_close(file);
+  }
+  auto separated = run_nabu("separate --expdir=exp_sep --out=separated --threads=1 "
+                            "--chunk-seconds=0.5 --overlap-seconds=0.1 stereo16k.wav " + mixture,
                             dir_.path());
   ASSERT_EQ(separated.exit_code, 0) << separated.output;
-  auto input = read_audio((dir_ / mixture).string());
   for (const std::string speaker : {"s1", "s2"}) {
     auto output = read_audio((dir_ / ("separated/tt_0_" + speaker + ".wav")).string());
     EXPECT_EQ(output.sample_rate, 8000);
-    EXPECT_NEAR(output.samples.size(0), input.samples.size(0), 80) << speaker;
+    EXPECT_EQ(output.samples.size(0), input.samples.size(0)) << speaker;
+    auto stereo = read_audio((dir_ / ("separated/stereo16k_" + speaker + ".wav")).string());
+    EXPECT_EQ(stereo.sample_rate, 16000);
+    EXPECT_EQ(stereo.samples.size(0), static_cast<int64_t>(high.size())) << speaker;
+    EXPECT_TRUE(torch::isfinite(stereo.samples).all().item<bool>());
   }
-  // Bad input: one clear line naming the file, exit status 1, nothing written for it.
+
+  // Bad files: one line naming each, the good file is still separated, exit status 1, and
+  // nothing is written for a bad one.
   write_text(dir_ / "not_audio.wav", "hello");
-  for (const std::string bad : {"missing.wav", "not_audio.wav"}) {
-    auto failed = run_nabu("separate --expdir=exp_sep --out=bad_out --threads=1 " + bad, dir_.path());
-    EXPECT_EQ(failed.exit_code, 1) << failed.output;
-    EXPECT_NE(failed.output.find(bad), std::string::npos) << failed.output;
-    EXPECT_FALSE(fs::exists(dir_ / "bad_out" / (fs::path(bad).stem().string() + "_s1.wav")));
+  write_pcm16_wav(dir_ / "empty.wav", {});
+  write_pcm16_wav(dir_ / "zeros.wav", std::vector<short>(8000, 0));
+  write_pcm16_wav(dir_ / "short.wav", std::vector<short>(100, 1000));
+  {
+    SF_INFO info{};
+    info.samplerate = 8000;
+    info.channels = 1;
+    info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+    SNDFILE* file = sf_open((dir_ / "nan.wav").c_str(), SFM_WRITE, &info);
+    ASSERT_NE(file, nullptr);
+    std::vector<float> samples(8000, 0.1f);
+    samples[4000] = std::numeric_limits<float>::quiet_NaN();
+    sf_writef_float(file, samples.data(), 8000);
+    sf_close(file);
   }
+  const std::vector<std::string> bad = {"missing.wav", "not_audio.wav", "empty.wav",
+                                        "zeros.wav",   "short.wav",     "nan.wav"};
+  auto failed = run_nabu("separate --expdir=exp_sep --out=bad_out --threads=1 " + join(bad, " ") +
+                             " " + mixture,
+                         dir_.path());
+  EXPECT_EQ(failed.exit_code, 1) << failed.output;
+  for (const auto& name : bad) EXPECT_NE(failed.output.find(name + ": "), std::string::npos) << name;
+  for (const std::string what : {"no such file", "not a readable audio file", "empty",
+                                 "silent", "shorter than one analysis frame", "is NaN"})
+    EXPECT_NE(failed.output.find(what), std::string::npos) << what << "\n" << failed.output;
+  EXPECT_NE(failed.output.find("6 of 7 file(s) failed"), std::string::npos) << failed.output;
+  std::set<std::string> written;
+  for (const auto& entry : fs::directory_iterator(dir_ / "bad_out"))
+    written.insert(entry.path().filename().string());
+  EXPECT_EQ(written, (std::set<std::string>{"tt_0_s1.wav", "tt_0_s2.wav"}));
 }
 
 TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {

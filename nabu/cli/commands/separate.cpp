@@ -1,15 +1,13 @@
-// `nabu separate`: separates new mixtures with a trained experiment, using the recipe's
-// processors (and normalisation statistics), model and reconstructor; no database section or
-// target is needed (the original needs a config-editing procedure for this).
+// `nabu separate`: flags -> separate_file (postprocessing/chunked_separation.h) for every file;
+// a file that fails is reported in one line and the others are still separated.
 #include <iostream>
 
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
-#include "nabu/postprocessing/separation.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
-#include "nabu/processing/audio.h"
+#include "nabu/postprocessing/chunked_separation.h"
 
 namespace nabu::cli {
 
@@ -18,6 +16,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   std::string out, task;
   std::vector<std::string> mixtures;
   bool early = false;
+  FileSeparationOptions options;
   po::options_description description("Options");
   add_common_options(description, common);
   description.add_options()
@@ -26,18 +25,35 @@ int cmd_separate(const std::vector<std::string>& args) {
        "(default: the first of test_evaluator.cfg)")
       ("allow_early_testing", po::bool_switch(&early),
        "use the latest validated checkpoint of a training that has not finished")
-      ("mixture", po::value(&mixtures)->composing(), "mixture wav files (also positional)");
+      ("chunk-seconds", po::value(&options.chunks.chunk_seconds)->default_value(8.0),
+       "separate in chunks of this length, so memory does not grow with the input (0 = the\n"
+       "whole file at once)")
+      ("overlap-seconds", po::value(&options.chunks.overlap_seconds)->default_value(1.0),
+       "overlap of consecutive chunks: speakers are matched and cross-faded on it")
+      ("channel", po::value(&options.channel)->default_value(0),
+       "separate this channel (1 = the first) of a multi-channel file; 0 mixes them down")
+      ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
+       "write the outputs at the model's sample rate instead of the input's")
+      ("model-rate", po::value(&options.model_rate)->default_value(0),
+       "the sample rate the model was trained at (default: read from the recipe's data)")
+      ("mixture", po::value(&mixtures)->composing(), "audio files (also positional)");
   po::positional_options_description positional;
   positional.add("mixture", -1);
   if (!parse_command_line(
           "separate",
-          "Separates mixtures with a trained experiment.\n\n"
-          "Example: nabu separate --expdir=exp/dc --out=sep/ mix1.wav mix2.wav",
+          "Separates recordings with a trained experiment: any format libsndfile reads, any\n"
+          "sample rate (resampled to the model's and back), any channel count (mixed down) and\n"
+          "any length (in overlapping chunks, in bounded memory). Writes <out>/<name>_s<k>.wav,\n"
+          "32-bit float, at the input's level and rate.\n\n"
+          "Example: nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac",
           args, description, &positional))
     return 0;
   require(common.expdir, "expdir", "separate");
   require(out, "out", "separate");
-  if (mixtures.empty()) throw Error("nabu separate: no mixture given (see nabu separate --help)");
+  if (mixtures.empty()) throw Error("no audio file given (see nabu separate --help)");
+  if (options.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
+  if (options.chunks.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
+  if (options.model_rate < 0) throw Error("--model-rate must not be negative");
   apply_common_options(common);
   fs::path expdir = common.expdir;
   if (!fs::exists(expdir / "trainer.cfg"))
@@ -50,16 +66,23 @@ int cmd_separate(const std::vector<std::string>& args) {
   Separator separator(recipe, expdir, segment, early);
   auto separation = separator.task(task, /*with_test_data=*/false);
   ensure_directory(out);
+  int failed = 0;
   for (const auto& path : mixtures) {
-    std::string name = fs::path(path).stem().string();
-    auto result = separation->separate(DataLine{name, {path}, path});
-    for (int64_t s = 0; s < result.signals.size(0); ++s) {
-      fs::path target = fs::path(out) / (name + "_s" + std::to_string(s + 1) + ".wav");
-      write_audio(target.string(), result.signals[s], result.sample_rate);
-      std::cout << target.string() << "\n";
+    try {
+      auto report = separate_file(*separation, path, out, options);
+      spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
+                   report.audio_seconds, report.input_rate, report.channels, report.output_rate,
+                   report.wall_seconds / std::max(report.audio_seconds, 1e-9));
+      for (const auto& output : report.outputs) std::cout << output.string() << "\n";
+    } catch (const Error& e) {
+      ++failed;
+      std::cerr << "nabu separate: error: " << e.what() << std::endl;
     }
   }
-  return 0;
+  if (failed > 0)
+    std::cerr << "nabu separate: " << failed << " of " << mixtures.size()
+              << " file(s) failed; the others were separated" << std::endl;
+  return failed > 0 ? 1 : 0;
 }
 
 }  // namespace nabu::cli

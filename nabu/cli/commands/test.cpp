@@ -21,7 +21,12 @@ int cmd_test(const std::vector<std::string>& args) {
       ("allow_early_testing", po::value(&early)->implicit_value("True"),
        "test the latest validated model of a training that has not finished")
       ("max-utterances", po::value(&options.max_utterances)->default_value(-1),
-       "reconstruct and score at most this many utterances per task (-1 = all)");
+       "reconstruct and score at most this many utterances per task (-1 = all)")
+      ("chunk-seconds", po::value(&options.chunk_seconds)->default_value(0.0),
+       "separate each test mixture from its audio in chunks of this length, as nabu separate\n"
+       "does (results in <expdir>/test_chunks_<S>s/, to compare with whole utterances)")
+      ("overlap-seconds", po::value(&options.overlap_seconds)->default_value(1.0),
+       "overlap of the chunks of --chunk-seconds");
   if (!parse_command_line(
           "test",
           "Tests a trained experiment: for every task of test_evaluator.cfg, the test loss, the\n"
@@ -38,7 +43,7 @@ int cmd_test(const std::vector<std::string>& args) {
   if (!fs::is_directory(expdir)) throw Error(expdir.string() + ": no such experiment directory");
   Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
                                         : Recipe::load(common.recipe, common.overrides());
-  ensure_directory(expdir / "test");
+  if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
   log_to_file(expdir / "run.log");
   options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
   run_test(recipe, expdir, options);

@@ -60,7 +60,8 @@ ReconstructorPtr make_reconstructor(const ConfigSection& section) {
 }
 
 torch::Tensor masks_to_signals(const torch::Tensor& masks, const torch::Tensor& mixture_spectrum,
-                               const FrameSettings& settings, int64_t signal_length) {
+                               const FrameSettings& settings, int64_t signal_length,
+                               bool normalise) {
   if (masks.dim() != 3 || mixture_spectrum.dim() != 2 ||
       masks.size(1) != mixture_spectrum.size(0) || masks.size(2) != mixture_spectrum.size(1))
     throw Error("masks_to_signals: masks " + std::to_string(masks.dim()) +
@@ -74,7 +75,7 @@ torch::Tensor masks_to_signals(const torch::Tensor& masks, const torch::Tensor& 
   for (int64_t s = 0; s < masks.size(0); ++s) {
     auto signal = overlap_add_inverse(mixture * weights[s], settings, signal_length);
     // docs/postprocessing.md: every reconstruction is scaled to max |x| = 1.
-    double peak = signal.numel() ? signal.abs().max().item<double>() : 0.0;
+    double peak = normalise && signal.numel() ? signal.abs().max().item<double>() : 0.0;
     signals.push_back(peak > 0.0 ? signal / peak : signal);
   }
   return torch::stack(signals);

@@ -80,9 +80,11 @@ ReconstructorRegistry& reconstructor_registry();
 ReconstructorPtr make_reconstructor(const ConfigSection& section);
 
 // Applies every mask to the mixture's complex STFT [T, F] and inverts it with the original's
-// spec2time (overlap_add_inverse, then each signal scaled to max |x| = 1; an all-zero signal
-// stays zero instead of becoming NaN). masks: [S, T, F]. Returns [S, signal_length] double.
+// spec2time (overlap_add_inverse, then, with `normalise`, each signal scaled to max |x| = 1; an
+// all-zero signal stays zero instead of becoming NaN). masks: [S, T, F]. Returns [S, signal_length]
+// double.
 torch::Tensor masks_to_signals(const torch::Tensor& masks, const torch::Tensor& mixture_spectrum,
-                               const FrameSettings& settings, int64_t signal_length);
+                               const FrameSettings& settings, int64_t signal_length,
+                               bool normalise = true);
 
 }  // namespace nabu

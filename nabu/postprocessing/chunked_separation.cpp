@@ -1,0 +1,265 @@
+#include "nabu/postprocessing/chunked_separation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include <spdlog/spdlog.h>
+
+#include "nabu/core/error.h"
+#include "nabu/processing/audio_stream.h"
+
+namespace nabu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string duration_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  auto total = static_cast<int64_t>(seconds);
+  if (total >= 3600) return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
+  if (total >= 60) return fmt::format("{}m{:02d}s", total / 60, total % 60);
+  return fmt::format("{}s", total);
+}
+
+// The permutation p maximising sum_i similarity[i][p[i]] (all S! of them: S is small).
+std::vector<int> best_permutation(const std::vector<std::vector<double>>& similarity) {
+  std::vector<int> permutation(similarity.size()), best;
+  std::iota(permutation.begin(), permutation.end(), 0);
+  double best_score = -std::numeric_limits<double>::infinity();
+  do {
+    double score = 0;
+    for (std::size_t i = 0; i < permutation.size(); ++i) score += similarity[i][permutation[i]];
+    if (score > best_score) {
+      best_score = score;
+      best = permutation;
+    }
+  } while (std::next_permutation(permutation.begin(), permutation.end()));
+  return best;
+}
+
+}  // namespace
+
+ChunkedSeparation::ChunkedSeparation(TaskSeparation& task, int sample_rate, ChunkOptions options,
+                                     Sink sink)
+    : ChunkedSeparation(
+          [&task, sample_rate](const torch::Tensor& samples) {
+            return task.separate_samples(samples, sample_rate);
+          },
+          task.num_speakers(), task.frame_length(sample_rate), sample_rate, options,
+          std::move(sink)) {}
+
+ChunkedSeparation::ChunkedSeparation(ChunkSeparator separate, int speakers, int64_t frame_length,
+                                     int sample_rate, ChunkOptions options, Sink sink)
+    : separate_(std::move(separate)), sample_rate_(sample_rate), sink_(std::move(sink)),
+      speakers_(speakers) {
+  frame_ = frame_length;
+  if (options.chunk_seconds <= 0) {
+    chunk_ = std::numeric_limits<int64_t>::max() / 4;
+    hop_ = chunk_;
+    return;
+  }
+  chunk_ = static_cast<int64_t>(std::llround(options.chunk_seconds * sample_rate));
+  int64_t overlap = static_cast<int64_t>(std::llround(options.overlap_seconds * sample_rate));
+  if (overlap < 2 * frame_)
+    throw Error("--overlap-seconds=" + fmt::format("{}", options.overlap_seconds) +
+                " is shorter than two analysis frames (" +
+                fmt::format("{:.3f}", 2.0 * frame_ / sample_rate) + " s)");
+  if (2 * overlap > chunk_)
+    throw Error("--overlap-seconds=" + fmt::format("{}", options.overlap_seconds) +
+                " is more than half of --chunk-seconds=" +
+                fmt::format("{}", options.chunk_seconds));
+  hop_ = chunk_ - overlap;
+}
+
+void ChunkedSeparation::push(const std::vector<double>& samples) {
+  buffer_.insert(buffer_.end(), samples.begin(), samples.end());
+  pushed_ += static_cast<int64_t>(samples.size());
+  // More than a chunk: this chunk is not the last one.
+  while (static_cast<int64_t>(buffer_.size()) > chunk_) separate_chunk(/*last=*/false);
+}
+
+void ChunkedSeparation::finish() {
+  if (finished_ || pushed_ == 0) return;
+  finished_ = true;
+  int64_t covered = pending_.empty() ? 0 : pending_start_ + pending_[0].size();
+  if (buffer_start_ + static_cast<int64_t>(buffer_.size()) > covered)
+    separate_chunk(/*last=*/true);
+  int64_t count = std::min<int64_t>(pending_[0].size(), pushed_ - emitted_);
+  for (int s = 0; s < speakers_; ++s) emit(s, pending_[s].data(), count);
+  emitted_ += count;
+  // The snip can leave a few samples short of the input: complete with silence.
+  if (emitted_ < pushed_) {
+    std::vector<double> silence(static_cast<std::size_t>(pushed_ - emitted_), 0.0);
+    for (int s = 0; s < speakers_; ++s) sink_(s, silence);
+    emitted_ = pushed_;
+  }
+}
+
+void ChunkedSeparation::separate_chunk(bool last) {
+  int64_t count = last ? static_cast<int64_t>(buffer_.size()) : chunk_;
+  // The last chunk gets one frame of silence, so the snip to whole frames keeps every sample.
+  auto samples = torch::zeros({count + (last ? frame_ : 0)}, torch::kFloat64);
+  std::copy(buffer_.begin(), buffer_.begin() + count, samples.data_ptr<double>());
+  auto signals = separate_(samples);
+  if (signals.size(0) != speakers_)
+    throw Error("the reconstructor gave " + std::to_string(signals.size(0)) + " signals for " +
+                std::to_string(speakers_) + " speakers");
+  combine(signals.slice(1, 0, std::min<int64_t>(signals.size(1), count)).contiguous(),
+          buffer_start_);
+  if (last) return;
+  buffer_.erase(buffer_.begin(), buffer_.begin() + hop_);
+  buffer_start_ += hop_;
+}
+
+void ChunkedSeparation::combine(const torch::Tensor& signals, int64_t start) {
+  const int64_t length = signals.size(1);
+  auto column = [&](int s) { return signals[s].data_ptr<double>(); };
+  if (pending_.empty()) {
+    pending_.resize(speakers_);
+    for (int s = 0; s < speakers_; ++s) pending_[s].assign(column(s), column(s) + length);
+    pending_start_ = start;
+    return;
+  }
+  const int64_t pending_end = pending_start_ + static_cast<int64_t>(pending_[0].size());
+  const int64_t overlap = std::min(pending_end - start, length);
+  if (overlap <= 0) throw Error("chunked separation: chunks do not overlap");
+  const int64_t offset = start - pending_start_;  // where the overlap starts in pending_
+  // Which new signal continues which speaker: the largest summed correlation on the overlap.
+  std::vector<std::vector<double>> similarity(speakers_, std::vector<double>(speakers_, 0.0));
+  for (int i = 0; i < speakers_; ++i)
+    for (int j = 0; j < speakers_; ++j) {
+      double dot = 0, a = 0, b = 0;
+      const double* old_part = pending_[i].data() + offset;
+      const double* new_part = column(j);
+      for (int64_t t = 0; t < overlap; ++t) {
+        dot += old_part[t] * new_part[t];
+        a += old_part[t] * old_part[t];
+        b += new_part[t] * new_part[t];
+      }
+      similarity[i][j] = dot / (std::sqrt(a * b) + 1e-12);
+    }
+  auto permutation = best_permutation(similarity);
+  // Final samples: before the overlap, then the cross-faded overlap.
+  for (int s = 0; s < speakers_; ++s) {
+    std::vector<double> out(pending_[s].begin(), pending_[s].begin() + offset);
+    const double* next = column(permutation[s]);
+    for (int64_t t = 0; t < overlap; ++t) {
+      double weight = (t + 0.5) / overlap;
+      out.push_back(pending_[s][offset + t] * (1.0 - weight) + next[t] * weight);
+    }
+    emit(s, out.data(), static_cast<int64_t>(out.size()));
+    pending_[s].assign(next + overlap, next + length);
+  }
+  emitted_ += offset + overlap;
+  pending_start_ = start + overlap;
+}
+
+void ChunkedSeparation::emit(int speaker, const double* data, int64_t count) {
+  if (count > 0) sink_(speaker, std::vector<double>(data, data + count));
+}
+
+torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samples,
+                                 int sample_rate, const ChunkOptions& options) {
+  std::vector<std::vector<double>> outputs(static_cast<std::size_t>(task.num_speakers()));
+  ChunkedSeparation chunked(task, sample_rate, options,
+                            [&](int s, const std::vector<double>& part) {
+                              outputs[s].insert(outputs[s].end(), part.begin(), part.end());
+                            });
+  auto flat = samples.to(torch::kFloat64).contiguous();
+  chunked.push(std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel()));
+  chunked.finish();
+  std::vector<torch::Tensor> rows;
+  for (const auto& output : outputs)
+    rows.push_back(torch::tensor(output, torch::kFloat64));
+  return torch::stack(rows);
+}
+
+FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::path& input,
+                                   const std::filesystem::path& out_dir,
+                                   const FileSeparationOptions& options) {
+  auto started = Clock::now();
+  AudioReader reader(input, options.channel);
+  FileSeparationReport report;
+  report.input_rate = reader.sample_rate();
+  report.channels = reader.channels();
+  report.audio_seconds = reader.seconds();
+  const int model_rate = options.model_rate > 0 ? options.model_rate : task.model_sample_rate();
+  report.output_rate = options.keep_model_rate ? model_rate : reader.sample_rate();
+  const int64_t frame = task.frame_length(model_rate);
+  if (reader.seconds() * model_rate < frame)
+    throw DataError(input.string() + ": shorter than one analysis frame (" +
+                    fmt::format("{:.1f} ms < {:.1f} ms", reader.seconds() * 1000,
+                                1000.0 * frame / model_rate) +
+                    ")");
+
+  // A first pass finds silent files and NaN samples before any separation work is done (it
+  // costs about a second per hour of audio).
+  {
+    AudioReader scan(input, options.channel);
+    double peak = 0;
+    for (auto block = scan.read(1 << 16); !block.empty(); block = scan.read(1 << 16))
+      for (double value : block) peak = std::max(peak, std::fabs(value));
+    if (peak == 0) throw DataError(input.string() + ": silent (every sample is zero)");
+  }
+
+  const int speakers = task.num_speakers();
+  const std::string stem = input.stem().string();
+  std::vector<std::unique_ptr<AudioWriter>> writers;
+  std::vector<std::unique_ptr<Resampler>> to_output;
+  for (int s = 0; s < speakers; ++s) {
+    report.outputs.push_back(out_dir / (stem + "_s" + std::to_string(s + 1) + ".wav"));
+    writers.push_back(std::make_unique<AudioWriter>(report.outputs.back(), report.output_rate));
+    to_output.push_back(std::make_unique<Resampler>(model_rate, report.output_rate));
+  }
+  // At the input's rate the outputs have exactly the input's length.
+  const int64_t target = options.keep_model_rate ? -1 : reader.frames();
+  auto write = [&](int s, const std::vector<double>& samples) {
+    std::vector<double> scaled;
+    scaled.reserve(samples.size());
+    for (double value : samples) scaled.push_back(value / 32768.0);
+    if (target >= 0)
+      scaled.resize(std::max<int64_t>(
+          0, std::min<int64_t>(scaled.size(), target - writers[s]->written())));
+    writers[s]->write(scaled);
+  };
+  ChunkedSeparation chunked(task, model_rate, options.chunks,
+                            [&](int s, const std::vector<double>& samples) {
+                              write(s, to_output[s]->process(samples));
+                            });
+  Resampler to_model(reader.sample_rate(), model_rate);
+  auto last_report = started;
+  const int64_t block = reader.sample_rate();  // one second per read
+  while (true) {
+    auto samples = reader.read(block);
+    if (samples.empty()) break;
+    chunked.push(to_model.process(samples));
+    if (seconds_since(last_report) >= options.progress_every_seconds) {
+      last_report = Clock::now();
+      double done = chunked.seconds_done(), wall = seconds_since(started);
+      spdlog::info("{}: {:.0f}/{:.0f} s ({:.0f}%), {:.3f}x real time, ETA {}", input.string(),
+                   done, report.audio_seconds, 100.0 * done / report.audio_seconds,
+                   wall / std::max(done, 1e-9),
+                   duration_text(wall / std::max(done, 1e-9) * (report.audio_seconds - done)));
+    }
+  }
+  chunked.push(to_model.flush());
+  chunked.finish();
+  for (int s = 0; s < speakers; ++s) {
+    write(s, to_output[s]->flush());
+    if (target >= 0 && writers[s]->written() < target)
+      write(s, std::vector<double>(static_cast<std::size_t>(target - writers[s]->written()), 0.0));
+  }
+  for (auto& writer : writers) writer->commit();
+  report.wall_seconds = seconds_since(started);
+  return report;
+}
+
+}  // namespace nabu

@@ -1,0 +1,199 @@
+// `nabu separate` on recordings: reading any channel count and rate, resampling, chunked
+// separation with speakers kept on their outputs, and the command on good and bad files.
+#include <gtest/gtest.h>
+#include <sndfile.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "nabu/core/error.h"
+#include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/processing/audio.h"
+#include "nabu/processing/audio_stream.h"
+#include "test_helpers.h"
+#include "training_fixture.h"
+
+using namespace nabu;
+using namespace nabu::testing;
+
+namespace {
+
+// A float wav with `channels` interleaved channels.
+void write_float_wav(const fs::path& path, const std::vector<float>& interleaved, int channels,
+                     int rate) {
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = channels;
+  info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  ASSERT_NE(file, nullptr) << sf_strerror(nullptr);
+  sf_writef_float(file, interleaved.data(), static_cast<sf_count_t>(interleaved.size() / channels));
+  sf_close(file);
+}
+
+std::vector<double> random_signal(int64_t length, int seed) {
+  auto generator = at::detail::createCPUGenerator(seed);
+  auto signal = torch::randn({length}, generator, torch::kFloat64) * 1000.0;
+  return std::vector<double>(signal.data_ptr<double>(), signal.data_ptr<double>() + length);
+}
+
+// Chunked separation with a separator that knows the true sources and gives them back in a
+// different order on every other chunk, as a model may.
+struct OracleChunks {
+  std::vector<double> s1, s2;
+  int64_t chunk = 0, hop = 0;
+  int calls = 0;
+  torch::Tensor operator()(const torch::Tensor& samples) {
+    const int64_t start = calls * hop, length = samples.size(0);
+    auto part = [&](const std::vector<double>& source) {
+      auto out = torch::zeros({length}, torch::kFloat64);
+      for (int64_t t = 0; t < length && start + t < static_cast<int64_t>(source.size()); ++t)
+        out[t] = source[start + t];
+      return out;
+    };
+    auto a = part(s1), b = part(s2);
+    return (calls++ % 2 == 0) ? torch::stack({a, b}) : torch::stack({b, a});
+  }
+};
+
+}  // namespace
+
+TEST(ChunkedSeparation, KeepsEachSpeakerOnItsOutputAcrossChunksAndEveryPushedSample) {
+  const int rate = 8000;
+  OracleChunks oracle;
+  oracle.s1 = random_signal(53'123, 1);
+  oracle.s2 = random_signal(53'123, 2);
+  oracle.chunk = 2 * rate;           // 2 s chunks
+  oracle.hop = oracle.chunk - rate / 2;  // 0.5 s overlap
+  std::vector<std::vector<double>> outputs(2);
+  ChunkedSeparation chunked(std::ref(oracle), 2, /*frame_length=*/256, rate,
+                            ChunkOptions{2.0, 0.5},
+                            [&](int s, const std::vector<double>& part) {
+                              outputs[s].insert(outputs[s].end(), part.begin(), part.end());
+                            });
+  std::vector<double> mixture(oracle.s1.size());
+  for (std::size_t t = 0; t < mixture.size(); ++t) mixture[t] = oracle.s1[t] + oracle.s2[t];
+  // Blocks of odd sizes, as a resampler gives them.
+  for (std::size_t start = 0; start < mixture.size(); start += 7777)
+    chunked.push(std::vector<double>(
+        mixture.begin() + start, mixture.begin() + std::min(mixture.size(), start + 7777)));
+  chunked.finish();
+  EXPECT_GE(oracle.calls, 4);
+  ASSERT_EQ(outputs[0].size(), oracle.s1.size());
+  ASSERT_EQ(outputs[1].size(), oracle.s2.size());
+  double worst = 0;
+  for (std::size_t t = 0; t < outputs[0].size(); ++t)
+    worst = std::max({worst, std::fabs(outputs[0][t] - oracle.s1[t]),
+                      std::fabs(outputs[1][t] - oracle.s2[t])});
+  EXPECT_LT(worst, 1e-9);
+}
+
+TEST(ChunkedSeparation, CrossFadesLinearlyOverTheOverlap) {
+  const int rate = 1000;
+  int calls = 0;
+  // Chunk k separates into the constants k and -k: the overlap must ramp from one to the next.
+  auto constant = [&](const torch::Tensor& samples) {
+    double value = ++calls;
+    return torch::stack({torch::full({samples.size(0)}, value, torch::kFloat64),
+                         torch::full({samples.size(0)}, -value, torch::kFloat64)});
+  };
+  std::vector<double> first;
+  ChunkedSeparation chunked(constant, 2, 10, rate, ChunkOptions{1.0, 0.2},
+                            [&](int s, const std::vector<double>& part) {
+                              if (s == 0) first.insert(first.end(), part.begin(), part.end());
+                            });
+  chunked.push(std::vector<double>(1500, 1.0));
+  chunked.finish();
+  ASSERT_EQ(first.size(), 1500u);
+  EXPECT_DOUBLE_EQ(first[0], 1.0);
+  EXPECT_DOUBLE_EQ(first[799], 1.0);  // before the overlap [800, 1000)
+  EXPECT_NEAR(first[800], 1.0 + 0.5 / 200, 1e-12);
+  EXPECT_NEAR(first[899], 1.0 + 99.5 / 200, 1e-12);
+  EXPECT_NEAR(first[999], 1.0 + 199.5 / 200, 1e-12);
+  EXPECT_DOUBLE_EQ(first[1200], 2.0);
+}
+
+TEST(ChunkedSeparation, RejectsChunkSettingsThatCannotWork) {
+  auto none = [](const torch::Tensor& samples) { return torch::zeros({2, samples.size(0)}); };
+  auto sink = [](int, const std::vector<double>&) {};
+  EXPECT_NE(error_of([&] { ChunkedSeparation(none, 2, 256, 8000, ChunkOptions{4.0, 0.01}, sink); })
+                .find("shorter than two analysis frames"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ChunkedSeparation(none, 2, 256, 8000, ChunkOptions{4.0, 3.0}, sink); })
+                .find("more than half of --chunk-seconds"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { ChunkedSeparation(none, 2, 256, 8000, ChunkOptions{0.0, 1.0}, sink); }),
+            "");
+}
+
+TEST(AudioStream, MixesChannelsDownOrPicksOneInInt16Scale) {
+  TempDir dir;
+  // Left 0.5, right -0.25, for 100 frames.
+  std::vector<float> interleaved;
+  for (int t = 0; t < 100; ++t) interleaved.insert(interleaved.end(), {0.5f, -0.25f});
+  write_float_wav(dir / "stereo.wav", interleaved, 2, 16000);
+  AudioReader mixed(dir / "stereo.wav");
+  EXPECT_EQ(mixed.sample_rate(), 16000);
+  EXPECT_EQ(mixed.channels(), 2);
+  EXPECT_EQ(mixed.frames(), 100);
+  auto samples = mixed.read(60);
+  ASSERT_EQ(samples.size(), 60u);
+  EXPECT_DOUBLE_EQ(samples[0], 0.125 * 32768.0);
+  EXPECT_EQ(mixed.read(60).size(), 40u);
+  EXPECT_TRUE(mixed.read(60).empty());
+  AudioReader right(dir / "stereo.wav", 2);
+  EXPECT_DOUBLE_EQ(right.read(1)[0], -0.25 * 32768.0);
+  EXPECT_NE(error_of([&] { AudioReader(dir / "stereo.wav", 3); }).find("has 2 channel(s)"),
+            std::string::npos);
+}
+
+TEST(AudioStream, BadFilesNameTheFileAndWhatIsWrong) {
+  TempDir dir;
+  write_text(dir / "text.wav", "not audio at all");
+  write_float_wav(dir / "empty.wav", {}, 1, 8000);
+  write_float_wav(dir / "nan.wav", {0.1f, std::numeric_limits<float>::quiet_NaN(), 0.1f}, 1, 8000);
+  EXPECT_NE(error_of([&] { AudioReader(dir / "missing.wav"); }).find("missing.wav: no such file"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { AudioReader(dir / "text.wav"); }).find("text.wav: not a readable audio"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { AudioReader(dir / "empty.wav"); }).find("empty.wav: empty"),
+            std::string::npos);
+  AudioReader nan(dir / "nan.wav");
+  EXPECT_NE(error_of([&] { nan.read(3); }).find("nan.wav: sample 1"), std::string::npos);
+}
+
+TEST(AudioStream, ResamplesInBlocksAndWritesOnlyWhenCommitted) {
+  // A 440 Hz tone at 16 kHz, resampled to 8 kHz block by block, is the same tone at 8 kHz.
+  const int64_t length = 16000;
+  std::vector<double> tone(length);
+  for (int64_t t = 0; t < length; ++t) tone[t] = 1000.0 * std::sin(2 * M_PI * 440.0 * t / 16000);
+  Resampler resampler(16000, 8000);
+  std::vector<double> out;
+  for (int64_t start = 0; start < length; start += 3001) {
+    auto part = resampler.process(std::vector<double>(
+        tone.begin() + start, tone.begin() + std::min<int64_t>(length, start + 3001)));
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  auto rest = resampler.flush();
+  out.insert(out.end(), rest.begin(), rest.end());
+  ASSERT_NEAR(static_cast<double>(out.size()), 8000.0, 2.0);
+  double worst = 0;
+  for (int64_t t = 500; t < 7500; ++t)
+    worst = std::max(worst, std::fabs(out[t] - 1000.0 * std::sin(2 * M_PI * 440.0 * t / 8000)));
+  EXPECT_LT(worst, 5.0);  // 0.5% of the amplitude
+
+  TempDir dir;
+  {
+    AudioWriter abandoned(dir / "abandoned.wav", 8000);
+    abandoned.write({0.1, 0.2});
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "an uncommitted writer left a file";
+  AudioWriter writer(dir / "kept.wav", 8000);
+  writer.write({0.25, -0.5});
+  writer.commit();
+  auto audio = read_audio((dir / "kept.wav").string());
+  ASSERT_EQ(audio.samples.size(0), 2);
+  EXPECT_NEAR(audio.samples[1].item<double>(), -0.5, 1e-6);  // float wavs read as stored
+}
