@@ -68,10 +68,12 @@ class RecipeChecker {
         for (const auto& file : options.datafiles)
           if (!fs::exists(file))
             problem(section.where("datafiles") + ": '" + file + "' does not exist");
+        // Documentation in the original, which never reads it: a warning, not a problem.
         for (const auto& dependency : options.dependency_names())
           if (!database_->has_section(dependency))
-            problem(section.where("dependencies") + ": no section [" + dependency + "]" +
-                    did_you_mean(dependency, database_->section_names()));
+            warning(section.where("dependencies") + ": no section [" + dependency + "]" +
+                    did_you_mean(dependency, database_->section_names()) +
+                    " (documentation only; nothing waits for it)");
         if (!options.processor_config.empty()) recipe_.processor_config_path(section);
       });
     }

@@ -175,11 +175,9 @@ std::vector<std::string> preparation_order(const ConfigFile& database) {
   // Edges: explicit dependencies that are prepared here, and the statistics' producer.
   std::vector<std::set<std::size_t>> before(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    const ConfigSection& section = database.section(nodes[i].name);
+    // `dependencies` is documentation in the original, which never reads it: a name that is no
+    // section orders nothing (nabu check warns about it).
     for (const auto& dependency : nodes[i].dependencies) {
-      if (!database.has_section(dependency))
-        section.fail("dependencies", "no section [" + dependency + "]" +
-                                         did_you_mean(dependency, database.section_names()));
       auto it = position.find(dependency);
       if (it != position.end() && it->second != i) before[i].insert(it->second);
     }
@@ -229,13 +227,11 @@ std::vector<SectionSummary> DataPreparation::run() {
       if (std::find(order.begin(), order.end(), name) == order.end())
         throw ConfigError("--section " + name + ": not a section with preprocess = True" +
                           did_you_mean(name, order));
-    std::vector<std::string> selected;
-    for (const auto& name : order)
-      if (std::find(options_.sections.begin(), options_.sections.end(), name) !=
-          options_.sections.end())
-        selected.push_back(name);
-    order = selected;
+    order = keep_selected(order, {options_.sections.begin(), options_.sections.end()});
+  } else if (options_.only_used_sections) {
+    order = keep_selected(order, used_sections());
   }
+  check_statistics_exist(order);
   // Configuration problems surface before any long work starts.
   for (const auto& name : order) {
     const ConfigSection& section = database.section(name);
@@ -251,6 +247,94 @@ std::vector<SectionSummary> DataPreparation::run() {
   std::vector<SectionSummary> summaries;
   for (const auto& name : order) summaries.push_back(prepare(name));
   return summaries;
+}
+
+std::vector<std::string> DataPreparation::keep_selected(const std::vector<std::string>& order,
+                                                        const std::set<std::string>& selected) {
+  std::vector<std::string> kept;
+  for (const auto& name : order) {
+    if (selected.count(name)) {
+      kept.push_back(name);
+      continue;
+    }
+    spdlog::info("[{}]: skipped: {}", name,
+                 options_.sections.empty()
+                     ? "no task of this recipe uses it (--all-sections prepares every section)"
+                     : "not named by --section");
+  }
+  return kept;
+}
+
+const ConfigSection* DataPreparation::statistics_producer(const ConfigSection& section) const {
+  const ConfigFile& database = recipe_.get("database.conf");
+  auto options = read_database_section(section, database);
+  if (options.meanandvar_dir.empty() || same_directory(options.meanandvar_dir, options.store_dir))
+    return nullptr;
+  for (const auto& other : database.sections()) {
+    if (other.name() == "globalvars" || other.name() == section.name()) continue;
+    auto other_options = read_database_section(other, database);
+    if (other_options.preprocess && same_directory(other_options.store_dir, options.meanandvar_dir))
+      return &other;
+  }
+  return nullptr;
+}
+
+bool DataPreparation::needs_statistics(const ConfigSection& section) const {
+  auto options = read_database_section(section, recipe_.get("database.conf"));
+  if (options.processor_config.empty()) return false;
+  return make_processor(recipe_.processor_config(section))->needs_statistics();
+}
+
+std::set<std::string> DataPreparation::used_sections() const {
+  const ConfigFile& database = recipe_.get("database.conf");
+  std::set<std::string> selected;
+  std::vector<std::string> pending;
+  for (const auto& [name, where] : options_.used_sections) {
+    if (!database.has_section(name)) continue;  // nabu check reports it
+    spdlog::info("[{}]: used by {}", name, join(where, ", "));
+    if (selected.insert(name).second) pending.push_back(name);
+  }
+  // The sections that compute the statistics the used ones normalise with, transitively.
+  while (!pending.empty()) {
+    const ConfigSection& section = database.section(pending.back());
+    pending.pop_back();
+    if (!needs_statistics(section)) continue;
+    if (const ConfigSection* producer = statistics_producer(section))
+      if (selected.insert(producer->name()).second) {
+        spdlog::info("[{}]: computes the statistics of [{}]", producer->name(), section.name());
+        pending.push_back(producer->name());
+      }
+  }
+  return selected;
+}
+
+void DataPreparation::check_statistics_exist(const std::vector<std::string>& order) const {
+  const ConfigFile& database = recipe_.get("database.conf");
+  std::set<std::string> checked(order.begin(), order.end());
+  // Sections computed on the fly (preprocess = False) that the tasks use need statistics too.
+  for (const auto& [name, where] : options_.used_sections)
+    if (database.has_section(name) && options_.sections.empty()) checked.insert(name);
+  for (const auto& name : checked) {
+    const ConfigSection& section = database.section(name);
+    auto options = read_database_section(section, database);
+    if (options.meanandvar_dir.empty() ||
+        same_directory(options.meanandvar_dir, options.store_dir) || !needs_statistics(section))
+      continue;
+    const ConfigSection* producer = statistics_producer(section);
+    if (producer && std::find(order.begin(), order.end(), producer->name()) != order.end())
+      continue;  // made here, before this section
+    auto statistics = std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5";
+    if (std::filesystem::exists(statistics)) continue;
+    section.fail("meanandvar_dir",
+                 "[" + name + "] normalises with the statistics in " + options.meanandvar_dir +
+                     ", which do not exist; " +
+                     (producer ? "section [" + producer->name() +
+                                     "] of this recipe makes them (nabu data --section " +
+                                     producer->name() + ")"
+                               : std::string("no section of this recipe makes them (none has "
+                                             "store_dir = ") +
+                                     options.meanandvar_dir + "): prepare the recipe that does"));
+  }
 }
 
 SectionSummary DataPreparation::prepare(const std::string& name) {
