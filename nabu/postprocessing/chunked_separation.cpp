@@ -105,8 +105,10 @@ void ChunkedSeparation::finish() {
 
 void ChunkedSeparation::separate_chunk(bool last) {
   int64_t count = last ? static_cast<int64_t>(buffer_.size()) : chunk_;
-  // The last chunk gets one frame of silence, so the snip to whole frames keeps every sample.
-  auto samples = torch::zeros({count + (last ? frame_ : 0)}, torch::kFloat64);
+  // No padding: frames of digital silence are far outside what the model saw in training (their
+  // normalised log spectra are extreme) and change the recurrent states of every frame before
+  // them. The few samples the snip to whole frames drops at the end are completed with silence.
+  auto samples = torch::zeros({count}, torch::kFloat64);
   std::copy(buffer_.begin(), buffer_.begin() + count, samples.data_ptr<double>());
   auto signals = separate_(samples);
   if (signals.size(0) != speakers_)

@@ -24,7 +24,7 @@ class ChunkedSeparation {
  public:
   // Receives finished samples of one speaker, in order, at the model's rate (int16 scale).
   using Sink = std::function<void(int speaker, const std::vector<double>& samples)>;
-  // Separates one chunk ([N] double) into [speakers, N'] with N' <= N + one frame.
+  // Separates one chunk ([N] double) into [speakers, N'] with N' <= N.
   using ChunkSeparator = std::function<torch::Tensor(const torch::Tensor& samples)>;
 
   // Throws Error for chunk settings that cannot work (overlap of less than two frames, more
