@@ -8,6 +8,10 @@
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/postprocessing/reconstructors/reconstructor.h"
+#include "nabu/postprocessing/scorers/scorer.h"
+#include "nabu/processing/processor.h"
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/task_spec.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
@@ -74,29 +78,31 @@ class RecipeChecker {
             warning(section.where("dependencies") + ": no section [" + dependency + "]" +
                     did_you_mean(dependency, database_->section_names()) +
                     " (documentation only; nothing waits for it)");
-        if (!options.processor_config.empty()) recipe_.processor_config_path(section);
+        if (!options.processor_config.empty()) check_processor(section);
       });
     }
   }
 
+  // The same rules ModelBank applies when it builds the models.
   void check_models(const ConfigFile& models) {
-    if (!guard([&] { models.section("hyper").get_string("model_names"); })) return;
-    for (const auto& name : models.section("hyper").get_list("model_names")) {
-      const ConfigSection* section = models.find_section(name);
-      if (!section) {
-        problem(models.section("hyper").where("model_names") + ": model '" + name +
-                "' has no section" + did_you_mean(name, models.section_names()));
-        continue;
-      }
-      std::string architecture;
-      if (!guard([&] { architecture = section->get_string("architecture"); })) continue;
-      if (!model_registry().contains(architecture)) {
-        problem(section->where("architecture") + ": " +
-                model_registry().unknown_message(architecture));
-        continue;
-      }
-      for (const auto& message : model_registry().check(architecture, *section)) problem(message);
+    for (const auto& message : ModelBank::check(models)) problem(message);
+  }
+
+  // The processor config of a database section, by the processor's own checker.
+  void check_processor(const ConfigSection& section) {
+    const ConfigFile& config = recipe_.processor_config(section);
+    const ConfigSection* processor = config.find_section("processor");
+    if (!processor) {
+      problem(config.path() + ": no [processor] section (database.conf [" + section.name() + "])");
+      return;
     }
+    std::string type;
+    if (!guard([&] { type = processor->get_string("processor"); })) return;
+    if (!processor_registry().contains(type)) {
+      problem(processor->where("processor") + ": " + processor_registry().unknown_message(type));
+      return;
+    }
+    for (const auto& message : processor_registry().check(type, *processor)) problem(message);
   }
 
   std::set<std::string> model_names() const {
@@ -217,6 +223,7 @@ class RecipeChecker {
       check_task(*section, TaskRole::kTest, evaluator);
       check_references(reconstructors, task, {"org_mix", "usedbins"});
       check_references(scorers, task, {"org_src", "base", "spkinfo", "noise"});
+      check_postprocessing(reconstructors, scorers, task);
     }
   }
 
@@ -235,6 +242,34 @@ class RecipeChecker {
       if (!database_->has_section(name))
         problem(section->where(key) + ": no database.conf section [" + name + "]" +
                 did_you_mean(name, database_->section_names()));
+    }
+  }
+
+  // The reconstructor and scorers of a test task, by their own checkers.
+  void check_postprocessing(const ConfigFile* reconstructors, const ConfigFile* scorers,
+                            const std::string& task) {
+    if (const ConfigSection* section = reconstructors ? reconstructors->find_section(task) : nullptr) {
+      std::string type;
+      if (guard([&] { type = trim(section->get_string("reconstruct_type")); })) {
+        if (!reconstructor_registry().contains(type))
+          problem(section->where("reconstruct_type") + ": " +
+                  reconstructor_registry().unknown_message(type));
+        else
+          for (const auto& message : reconstructor_registry().check(type, *section))
+            problem(message);
+      }
+    }
+    if (const ConfigSection* section = scorers ? scorers->find_section(task) : nullptr) {
+      std::vector<std::string> types;
+      if (!guard([&] { types = split_whitespace(section->get_string("score_type")); })) return;
+      if (types.empty()) problem(section->where("score_type") + ": names no scorer");
+      for (const auto& type : types) {
+        if (!scorer_registry().contains(type)) {
+          problem(section->where("score_type") + ": " + scorer_registry().unknown_message(type));
+          continue;
+        }
+        for (const auto& message : scorer_registry().check(type, *section)) problem(message);
+      }
     }
   }
 

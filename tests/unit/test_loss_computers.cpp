@@ -333,6 +333,17 @@ TEST(LossPit, MatchesPermutationLoopsForEachActivation) {
   }
 }
 
+TEST(LossPit, PitSigmoidIsPitWithSigmoidMasksByDefault) {
+  torch::manual_seed(12);
+  auto p = pit_batch({4, 3}, 4, 3, 2);
+  auto result = (*make_test_loss("pit_sigmoid"))(p.targets(), p.outputs(), lengths_tensor(p.lengths));
+  double expected = pit_reference(p, "sigmoid");
+  EXPECT_NEAR(result.loss.item<double>(), expected, 1e-9 * expected);
+  auto softmax = (*make_test_loss("pit_sigmoid", "activation = softmax\n"))(
+      p.targets(), p.outputs(), lengths_tensor(p.lengths));
+  EXPECT_NEAR(softmax.loss.item<double>(), pit_reference(p, "softmax"), 1e-9 * expected);
+}
+
 TEST(LossPit, DefaultsToSoftmaxAndAcceptsFourDimensionalLogits) {
   torch::manual_seed(11);
   auto p = pit_batch({4, 2}, 4, 3, 2);

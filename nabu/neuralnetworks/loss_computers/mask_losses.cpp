@@ -225,6 +225,14 @@ class DeepAttractorLoss : public LossComputer {
 LossPtr make_pit(const ConfigSection& section) {
   return make_configured_loss<PitLoss, PitOptions>(section, "pit");
 }
+// The name one original recipe uses (its factory had no such entry): pit whose masks default
+// to sigmoids, so several sources may claim the same bin.
+struct PitSigmoidOptions : PitOptions {
+  PitSigmoidOptions() { mask_activation = MaskActivation::kSigmoid; }
+};
+LossPtr make_pit_sigmoid(const ConfigSection& section) {
+  return make_configured_loss<PitLoss, PitSigmoidOptions>(section, "pit_sigmoid");
+}
 LossPtr make_deepattractornet(const ConfigSection& section) {
   return make_configured_loss<DeepAttractorLoss, DeepAttractorOptions>(section,
                                                                        "deepattractornet");
@@ -235,6 +243,8 @@ LossPtr make_deepattractornet(const ConfigSection& section) {
 NABU_REGISTER_WITH_OPTIONS(loss_registry, "pit", make_pit, PitOptions,
                            "permutation invariant training: masked mixture vs multi_targets, "
                            "minimum over speaker permutations; norm = sum seq_len*S*F")
+NABU_REGISTER_WITH_OPTIONS(loss_registry, "pit_sigmoid", make_pit_sigmoid, PitSigmoidOptions,
+                           "pit with sigmoid masks by default (activation = sigmoid)")
 NABU_REGISTER_WITH_OPTIONS(loss_registry, "deepattractornet", make_deepattractornet,
                            DeepAttractorOptions,
                            "deep attractor network: masks from oracle attractors of bin_emb; "
