@@ -12,9 +12,17 @@
 namespace nabu {
 
 Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
-                     bool early)
+                     bool early, const std::string& model)
     : recipe_(recipe), segment_(segment) {
-  model_file_ = expdir / segment / "model" / "model.pt";
+  if (model != "final" && model != "avg")
+    throw Error("--model=" + model + ": expected final (model.pt) or avg (model_avg.pt)");
+  if (model == "avg" && early)
+    throw Error("--model=avg and --allow_early_testing exclude each other: the average is "
+                "written when a stage ends");
+  model_file_ = expdir / segment / "model" / (model == "avg" ? "model_avg.pt" : "model.pt");
+  if (model == "avg" && !fs::exists(model_file_))
+    throw Error(model_file_.string() + " does not exist: train with average_checkpoints = N in "
+                "trainer.cfg [trainer] to have the average of the N best validated models");
   if (early) {
     // The latest stage with a validated checkpoint.
     auto stages = read_trainer_options(recipe.get("trainer.cfg")).segment_lengths;

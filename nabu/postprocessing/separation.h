@@ -67,10 +67,11 @@ class TaskSeparation {
 
 class Separator {
  public:
-  // The model of stage `segment` (<expdir>/<segment>/model/model.pt), or with `early` the latest
-  // validated checkpoint of the training.
+  // The model of stage `segment`: <expdir>/<segment>/model/model.pt (`model` = "final") or
+  // model_avg.pt ("avg", average_checkpoints), or with `early` the latest validated checkpoint of
+  // the training.
   Separator(const Recipe& recipe, const std::filesystem::path& expdir, const std::string& segment,
-            bool early);
+            bool early, const std::string& model = "final");
   std::unique_ptr<TaskSeparation> task(const std::string& name, bool with_test_data = true);
   const Recipe& recipe() const { return recipe_; }
 

@@ -82,9 +82,10 @@ torch::Tensor separate_in_chunks(TaskSeparation& task, const Separation& whole,
 
 void run_test(const Recipe& recipe, const fs::path& expdir,
                        const TestRunOptions& options) {
-  fs::path testdir = expdir / (options.chunk_seconds > 0
-                                   ? fmt::format("test_chunks_{}s", options.chunk_seconds)
-                                   : std::string("test"));
+  fs::path testdir = expdir / (std::string("test") + (options.model == "avg" ? "_avg" : "") +
+                               (options.chunk_seconds > 0
+                                    ? fmt::format("_chunks_{}s", options.chunk_seconds)
+                                    : std::string()));
   ensure_directory(testdir);
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   const ConfigSection& evaluator = test_cfg.section("evaluator");
@@ -92,7 +93,7 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
                                        ? evaluator.get_list("tasks")
                                        : std::vector<std::string>{options.task};
   std::string segment = evaluator.get_string("segment_length", "full");
-  Separator separator(recipe, expdir, segment, options.allow_early_testing);
+  Separator separator(recipe, expdir, segment, options.allow_early_testing, options.model);
   nlohmann::json losses = nlohmann::json::object();
   for (const auto& task : tasks) {
     if (!test_cfg.has_section(task))

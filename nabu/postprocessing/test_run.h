@@ -16,10 +16,11 @@ namespace nabu {
 struct TestRunOptions {
   std::string task;                // only this task (default: [evaluator] tasks)
   bool allow_early_testing = false;  // the latest validated checkpoint of a running training
+  std::string model = "final";       // "avg": model_avg.pt (average_checkpoints)
   int64_t max_utterances = -1;     // reconstructed and scored per task at most (-1 = all)
   // > 0: each test mixture is separated from its audio in chunks of this length, as `nabu
   // separate` does with long recordings (to measure what chunking costs), with the results in
-  // <expdir>/test_chunks_<S>s/ instead of <expdir>/test/; 0: whole utterances.
+  // <expdir>/test_chunks_<S>s/ (test_avg_chunks_<S>s/ with model avg) instead of <expdir>/test/; 0: whole utterances.
   double chunk_seconds = 0;
   double overlap_seconds = 1.0;
   // Receives each score table (per task and scorer) as soon as it is known.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "nabu/core/error.h"
 #include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/neuralnetworks/trainers/model_snapshots.h"
 #include "nabu/processing/audio.h"
 #include "nabu/processing/audio_stream.h"
 #include "nabu/core/strings.h"
@@ -160,6 +162,86 @@ TEST_F(TrainingRun, TrainerCfgMaxStepsCapsEachStageAndTheCommandLineReplacesIt) 
   EXPECT_NE(bad.output.find("error: --set: [trainer] max_steps: must be -1"), std::string::npos)
       << bad.output;
   EXPECT_FALSE(fs::exists(dir_ / "exp_bad/100/metrics.jsonl"));
+}
+
+TEST_F(TrainingRun, ValidEverySecondsValidatesOnTimeOnEveryRank) {
+  // Every update takes more than a microsecond: a validation after each, although
+  // valid_frequency alone would validate only at step 0. Two workers must agree on it (they
+  // count the chief's time), or the run would hang in mismatched collectives.
+  const std::string options = "--max-steps=3 --set trainer.cfg:trainer:valid_frequency=1000"
+                              " --set trainer.cfg:trainer:valid_every_seconds=0.000001";
+  for (const std::string workers : {"1", "2"}) {
+    auto result = train("exp_seconds" + workers,
+                        options + " --workers=" + workers + " --dist-timeout=60");
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+    EXPECT_EQ(validation_losses(dir_ / ("exp_seconds" + workers + "/100/metrics.jsonl")).size(), 4u)
+        << workers << " worker(s)\n" << result.output;
+  }
+  auto bad = train("exp_seconds_bad", "--set trainer.cfg:trainer:valid_every_seconds=-1");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("valid_every_seconds: must not be negative"), std::string::npos)
+      << bad.output;
+}
+
+TEST(ModelSnapshots, AverageOfParameterFilesIsTheElementwiseMean) {
+  nabu::testing::TempDir dir;
+  nabu::write_parameter_file(dir / "a.pt", {{"m.w", torch::tensor({1.0f, 2.0f})},
+                                             {"m.b", torch::tensor({4.0f})}});
+  nabu::write_parameter_file(dir / "b.pt", {{"m.w", torch::tensor({3.0f, 6.0f})},
+                                             {"m.b", torch::tensor({0.0f})}});
+  auto mean = nabu::average_parameter_files({dir / "a.pt", dir / "b.pt"});
+  EXPECT_TRUE(torch::equal(mean.at("m.w"), torch::tensor({2.0f, 4.0f})));
+  EXPECT_TRUE(torch::equal(mean.at("m.b"), torch::tensor({2.0f})));
+  EXPECT_EQ(mean.at("m.w").scalar_type(), torch::kFloat32);
+  nabu::write_parameter_file(dir / "c.pt", {{"m.w", torch::tensor({1.0f})},
+                                             {"m.b", torch::tensor({4.0f})}});
+  EXPECT_NE(error_of([&] { nabu::average_parameter_files({dir / "a.pt", dir / "c.pt"}); })
+                .find("parameter m.w has another shape"),
+            std::string::npos);
+}
+
+TEST_F(TrainingRun, AverageCheckpointsExportEveryAndKeptCheckpoints) {
+  // Without go_back every step is validated once, so the kept losses are the two lowest logged.
+  auto result = train("exp_avg", "--max-steps=4 --set trainer.cfg:trainer:valid_frequency=1"
+                                 " --set trainer.cfg:trainer:go_back=False"
+                                 " --set test_evaluator.cfg:task_2spk:batch_size=2"
+                                 " --set trainer.cfg:trainer:average_checkpoints=2"
+                                 " --set trainer.cfg:trainer:export_every=2"
+                                 " --set trainer.cfg:trainer:keep_checkpoint_every_hours=1e-9");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const fs::path stage = dir_ / "exp_avg/full";
+  // The two lowest validation losses are the ones kept, and the average is their mean.
+  auto losses = validation_losses(stage / "metrics.jsonl");
+  ASSERT_GE(losses.size(), 2u);
+  std::sort(losses.begin(), losses.end());
+  auto index = nlohmann::json::parse(nabu::testing::read_text(stage / "model/best/best.json"));
+  ASSERT_EQ(index.size(), 2u);
+  EXPECT_NEAR(index[0]["loss"].get<double>(), losses[0], 1e-9);
+  EXPECT_NEAR(index[1]["loss"].get<double>(), losses[1], 1e-9);
+  std::vector<fs::path> best;
+  for (const auto& entry : index) best.push_back(stage / "model/best" / entry["file"].get<std::string>());
+  EXPECT_EQ(std::distance(fs::directory_iterator(stage / "model/best"), fs::directory_iterator()), 3);
+  auto expected = nabu::average_parameter_files(best);
+  auto average = nabu::read_parameter_file(stage / "model/model_avg.pt");
+  for (const auto& [name, tensor] : expected)
+    EXPECT_TRUE(torch::allclose(average.at(name), tensor)) << name;
+  EXPECT_TRUE(fs::exists(stage / "model/export/model_step2.pt"));
+  EXPECT_TRUE(fs::exists(stage / "model/export/model_step4.pt"));
+  EXPECT_FALSE(fs::exists(stage / "model/export/model_step3.pt"));
+  EXPECT_FALSE(fs::is_empty(stage / "logdir/kept"));
+
+  auto tested = run_nabu("test --expdir=exp_avg --threads=1 --model=avg", dir_.path());
+  ASSERT_EQ(tested.exit_code, 0) << tested.output;
+  EXPECT_NE(tested.output.find("model_avg.pt"), std::string::npos) << tested.output;
+  EXPECT_TRUE(fs::exists(dir_ / "exp_avg/test_avg/results_task_2spk_sdr_summary.json"));
+  auto wrong = run_nabu("test --expdir=exp_avg --threads=1 --model=mean", dir_.path());
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.output.find("--model=mean: expected final (model.pt) or avg"), std::string::npos)
+      << wrong.output;
+  auto bad = train("exp_avg_bad", "--set trainer.cfg:trainer:average_checkpoints=-2");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("average_checkpoints: must not be negative"), std::string::npos)
+      << bad.output;
 }
 
 TEST_F(TrainingRun, TwoWorkersEqualOneWorkerAggregatingTwice) {

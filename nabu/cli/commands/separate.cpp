@@ -13,7 +13,7 @@ namespace nabu::cli {
 
 int cmd_separate(const std::vector<std::string>& args) {
   CommonOptions common;
-  std::string out, task;
+  std::string out, task, model;
   std::vector<std::string> mixtures;
   bool early = false;
   FileSeparationOptions options;
@@ -25,6 +25,8 @@ int cmd_separate(const std::vector<std::string>& args) {
        "(default: the first of test_evaluator.cfg)")
       ("allow_early_testing", po::bool_switch(&early),
        "use the latest validated checkpoint of a training that has not finished")
+      ("model", po::value(&model)->default_value("final"),
+       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
       ("chunk-seconds", po::value(&options.chunks.chunk_seconds)->default_value(8.0),
        "separate in chunks of this length, so memory does not grow with the input (0 = the\n"
        "whole file at once)")
@@ -63,7 +65,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
   std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
-  Separator separator(recipe, expdir, segment, early);
+  Separator separator(recipe, expdir, segment, early, model);
   auto separation = separator.task(task, /*with_test_data=*/false);
   ensure_directory(out);
   int failed = 0;

@@ -22,6 +22,9 @@ int cmd_test(const std::vector<std::string>& args) {
        "test the latest validated model of a training that has not finished")
       ("max-utterances", po::value(&options.max_utterances)->default_value(-1),
        "reconstruct and score at most this many utterances per task (-1 = all)")
+      ("model", po::value(&options.model)->default_value("final"),
+       "final: each stage's model.pt; avg: model_avg.pt, the average of the best validated\n"
+       "models (trainer.cfg average_checkpoints = N; results in <expdir>/test_avg/)")
       ("chunk-seconds", po::value(&options.chunk_seconds)->default_value(0.0),
        "separate each test mixture from its audio in chunks of this length, as nabu separate\n"
        "does (results in <expdir>/test_chunks_<S>s/, to compare with whole utterances)")

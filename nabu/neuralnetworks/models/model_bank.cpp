@@ -161,19 +161,15 @@ std::map<std::string, torch::Tensor> ModelBank::state() const {
   return result;
 }
 
-void ModelBank::save(const std::filesystem::path& path) const {
-  auto missing = unbuilt();
-  if (!missing.empty())
-    throw Error("cannot save the models to " + path.string() + ": not built yet: " +
-                join(missing, ", ") + " (run a forward pass first)");
+void write_parameter_file(const std::filesystem::path& path,
+                          const std::map<std::string, torch::Tensor>& parameters) {
   c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : named_parameters())
-    dict.insert(name, tensor.detach().cpu().contiguous());
+  for (const auto& [name, tensor] : parameters) dict.insert(name, tensor.detach().cpu().contiguous());
   auto bytes = torch::pickle_save(dict);
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 
-ParameterLoadReport ModelBank::load(const std::filesystem::path& path, bool strict) {
+std::map<std::string, torch::Tensor> read_parameter_file(const std::filesystem::path& path) {
   std::string bytes = read_file(path);
   std::map<std::string, torch::Tensor> tensors;
   try {
@@ -189,6 +185,21 @@ ParameterLoadReport ModelBank::load(const std::filesystem::path& path, bool stri
   } catch (const c10::Error& e) {
     throw Error(path.string() + ": not a model parameter file: " + e.what_without_backtrace());
   }
+  return tensors;
+}
+
+void ModelBank::save(const std::filesystem::path& path) const {
+  auto missing = unbuilt();
+  if (!missing.empty())
+    throw Error("cannot save the models to " + path.string() + ": not built yet: " +
+                join(missing, ", ") + " (run a forward pass first)");
+  std::map<std::string, torch::Tensor> parameters;
+  for (const auto& [name, tensor] : named_parameters()) parameters[name] = tensor;
+  write_parameter_file(path, parameters);
+}
+
+ParameterLoadReport ModelBank::load(const std::filesystem::path& path, bool strict) {
+  auto tensors = read_parameter_file(path);
   try {
     return load_tensors(tensors, strict);
   } catch (const Error& e) {

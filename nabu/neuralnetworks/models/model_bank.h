@@ -27,6 +27,12 @@ struct ParameterLoadReport {
   std::string summary() const;  // one line per skipped/missing entry after a count line
 };
 
+// A model parameter file: every parameter by name, a dict of tensors that torch::pickle_load
+// and Python's torch.load read. Written atomically; reading names the file in errors.
+void write_parameter_file(const std::filesystem::path& path,
+                          const std::map<std::string, torch::Tensor>& parameters);
+std::map<std::string, torch::Tensor> read_parameter_file(const std::filesystem::path& path);
+
 class ModelBank {
  public:
   // Creates (without building) every model of [hyper] model_names. Throws ConfigError naming

@@ -179,9 +179,13 @@ void MultiTaskTrainer::build_validation() {
   policy.go_back = options_.go_back;
   policy.num_tracks = options_.acc_steps ? static_cast<int>(evaluators_.size()) : 1;
   policy.valid_frequency = options_.valid_frequency;
+  policy.valid_every_seconds = options_.valid_every_seconds;
   policy_ = std::make_unique<ValidationPolicy>(policy);
-  spdlog::info("validation: {} task(s), {} batch(es) each, every {} updates",
-               evaluators_.size(), validation_batches_, options_.valid_frequency);
+  spdlog::info("validation: {} task(s), {} batch(es) each, every {} updates{}",
+               evaluators_.size(), validation_batches_, options_.valid_frequency,
+               options_.valid_every_seconds > 0
+                   ? fmt::format(" or {} s of training", options_.valid_every_seconds)
+                   : std::string());
 }
 
 double MultiTaskTrainer::current_learning_rate() const {
@@ -217,7 +221,11 @@ void MultiTaskTrainer::training_step() {
                  "the best validated model is kept in " + (logdir() / "validated.pt").string());
   ++step_;
   last_step_seconds_ = seconds_since(start);
-  validation_.seconds_since_validation += last_step_seconds_;
+  // Every rank must agree on when validation is due: they all count the chief's time.
+  double counted = last_step_seconds_;
+  if (options_.valid_every_seconds > 0 && communicator_.world_size() > 1)
+    counted = broadcast_values(communicator_, {counted}).at(0);
+  validation_.seconds_since_validation += counted;
 }
 
 bool MultiTaskTrainer::validate() {
@@ -273,6 +281,7 @@ bool MultiTaskTrainer::validate() {
                  validation_.lr_factor);
   auto validated_path = logdir() / "validated.pt";
   if (decision.save_validated && communicator_.is_chief()) save(validated_path, false);
+  if (snapshots_) snapshots_->validated(total, step_, *bank_);
   if (decision.terminate) {
     stop_reason_ = decision.reason;
     if (communicator_.is_chief())
@@ -313,6 +322,7 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
 void MultiTaskTrainer::save(const std::filesystem::path& path, bool finished) {
   communicator_.tick();
   save_checkpoint(path, snapshot(finished), update_->optimizers());
+  if (snapshots_ && path.filename() == "latest.pt") snapshots_->checkpoint_written(path, step_);
   communicator_.tick();
 }
 
@@ -345,6 +355,10 @@ StageResult MultiTaskTrainer::run() {
       stage_.segment_length, num_steps_, options_.progress_every,
       communicator_.is_chief() ? stage_dir_ / "metrics.jsonl" : std::filesystem::path());
   validation_ = policy_ ? policy_->initial_state() : ValidationState{};
+  if (communicator_.is_chief())
+    snapshots_ = std::make_unique<ModelSnapshots>(
+        stage_dir_, SnapshotOptions{options_.average_checkpoints, options_.export_every,
+                                    options_.keep_checkpoint_every_hours});
 
   bool finished = false;
   auto latest = logdir() / "latest.pt";
@@ -386,6 +400,7 @@ StageResult MultiTaskTrainer::run() {
       while (true) std::this_thread::sleep_for(std::chrono::seconds(60));
     training_step();
     if (!communicator_.is_chief()) continue;
+    snapshots_->updated(step_, *bank_);
     TrainingProgress::Step report;
     report.step = step_;
     for (std::size_t t = 0; t < tasks_.size(); ++t) {
@@ -419,6 +434,9 @@ StageResult MultiTaskTrainer::run() {
   if (communicator_.is_chief()) {
     save(latest, true);
     bank_->save(stage_dir_ / "model" / "model.pt");
+    if (int averaged = snapshots_->write_average())
+      spdlog::info("[{}] {}: the average of the {} best validated models", stage_.segment_length,
+                   (stage_dir_ / "model" / "model_avg.pt").string(), averaged);
   }
   communicator_.barrier();
   StageResult result;

@@ -14,6 +14,7 @@
 
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/neuralnetworks/trainers/model_snapshots.h"
 #include "nabu/neuralnetworks/trainers/parameter_update.h"
 #include "nabu/neuralnetworks/trainers/progress.h"
 #include "nabu/neuralnetworks/trainers/task_trainer.h"
@@ -65,6 +66,7 @@ class MultiTaskTrainer : public StageTrainer {
   ValidationState validation_;
   std::unique_ptr<ParameterUpdate> update_;
   std::unique_ptr<TrainingProgress> progress_;
+  std::unique_ptr<ModelSnapshots> snapshots_;  // chief only
 
   int64_t step_ = 0, num_steps_ = 0;
   std::string stop_reason_;

@@ -52,6 +52,10 @@ void TrainerOptions::declare(OptionsReader& r) {
   r("numbuckets", numbuckets, "length buckets for batching (1 = none)");
   r("shuffle", shuffle, "shuffle the examples every epoch (new; False = the original's order)");
   r("valid_frequency", valid_frequency, "updates between validations (first one at step 0)");
+  r("valid_every_seconds", valid_every_seconds,
+    "also validate when this many seconds of training passed since the last validation, "
+    "whichever of this and valid_frequency comes first (0 = off; new). The time is the chief's, "
+    "kept in the checkpoint, so a resumed run validates where it would have");
   r("valid_adapt", valid_adapt, "halve the learning rate when validation gets worse");
   r("go_back", go_back,
     "go back to the last validated weights, optimizer state and learning-rate factor when "
@@ -66,6 +70,15 @@ void TrainerOptions::declare(OptionsReader& r) {
     "parameter");
   r("init_file", init_file, "model file to initialise the first stage from (partial load)");
   r("checkpoint_every", checkpoint_every, "minutes between checkpoints besides validations");
+  r("average_checkpoints", average_checkpoints,
+    "keep the N best validated models of each stage in <stage>/model/best/ and write their "
+    "average as <stage>/model/model_avg.pt (nabu test --model=avg; 0 = off; new)");
+  r("export_every", export_every,
+    "write a loadable model every N updates to <stage>/model/export/model_step<N>.pt (0 = off; "
+    "new)");
+  r("keep_checkpoint_every_hours", keep_checkpoint_every_hours,
+    "keep a copy of latest.pt in <stage>/logdir/kept/ every H hours of training (0 = off; new, "
+    "as TensorFlow's Saver)");
   r("progress_every", progress_every, "updates between progress lines");
   r("prefetch", prefetch, "batches prepared ahead by the background loader");
   r.choice("optimizer", optimizer, {"adam", "adamw", "sgd", "rmsprop"},
@@ -114,6 +127,11 @@ void TrainerOptions::declare(OptionsReader& r) {
     r.require(value >= 0, "numbatches_to_aggregate", "must not be negative");
   r.require(num_epochs > 0, "num_epochs", "must be positive");
   r.require(valid_frequency > 0, "valid_frequency", "must be positive");
+  r.require(valid_every_seconds >= 0, "valid_every_seconds", "must not be negative (0 = off)");
+  r.require(average_checkpoints >= 0, "average_checkpoints", "must not be negative (0 = off)");
+  r.require(export_every >= 0, "export_every", "must not be negative (0 = off)");
+  r.require(keep_checkpoint_every_hours >= 0, "keep_checkpoint_every_hours",
+            "must not be negative (0 = off)");
   r.require(numbuckets > 0, "numbuckets", "must be positive");
   r.require(task_weights.empty() || task_weights.size() == tasks.size(), "task_weights",
             "needs one weight per task (" + std::to_string(tasks.size()) + ")");

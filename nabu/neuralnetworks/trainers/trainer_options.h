@@ -40,6 +40,7 @@ struct TrainerOptions {
   int numbuckets = 1;
   bool shuffle = true;  // new: the original never shuffles (file order)
   int valid_frequency = 150;
+  double valid_every_seconds = 0;  // new: also validate after this much training time (0 = off)
   bool valid_adapt = false;
   bool go_back = false;
   std::string num_tries = "3";  // an integer, or None for no early stopping
@@ -49,6 +50,9 @@ struct TrainerOptions {
   bool normalize_weights_acc_steps = false;
   std::string init_file;
   double checkpoint_every = 10.0;  // minutes
+  int average_checkpoints = 0;     // new: N best validated models averaged into model_avg.pt
+  int export_every = 0;            // new: updates between model snapshots (0 = off)
+  double keep_checkpoint_every_hours = 0;  // new: keep latest.pt every H hours (0 = off)
   int progress_every = 10;         // steps between progress lines
   int prefetch = 4;                // batches the loader keeps ready
 
