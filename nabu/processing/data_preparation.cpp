@@ -31,19 +31,6 @@ std::string fingerprint(const std::vector<DataLine>& lines) {
 
 using Clock = std::chrono::steady_clock;
 
-std::string normal_path(const std::string& path) {
-  return std::filesystem::path(path).lexically_normal().string();
-}
-
-std::string strip_slash(std::string path) {
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
-}
-
-bool same_directory(const std::string& a, const std::string& b) {
-  return strip_slash(normal_path(a)) == strip_slash(normal_path(b));
-}
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -157,61 +144,6 @@ class ProgressReporter {
 
 }  // namespace
 
-std::vector<std::string> preparation_order(const ConfigFile& database) {
-  struct Node {
-    std::string name, store_dir, meanandvar_dir;
-    std::vector<std::string> dependencies;
-  };
-  std::vector<Node> nodes;
-  std::map<std::string, std::size_t> position;
-  for (const auto& section : database.sections()) {
-    if (section.name() == "globalvars") continue;
-    auto options = read_database_section(section, database);
-    if (!options.preprocess) continue;
-    position[section.name()] = nodes.size();
-    nodes.push_back({section.name(), options.store_dir, options.meanandvar_dir,
-                     options.dependency_names()});
-  }
-  // Edges: explicit dependencies that are prepared here, and the statistics' producer.
-  std::vector<std::set<std::size_t>> before(nodes.size());
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    // `dependencies` is documentation in the original, which never reads it: a name that is no
-    // section orders nothing (nabu check warns about it).
-    for (const auto& dependency : nodes[i].dependencies) {
-      auto it = position.find(dependency);
-      if (it != position.end() && it->second != i) before[i].insert(it->second);
-    }
-    if (!nodes[i].meanandvar_dir.empty() &&
-        !same_directory(nodes[i].meanandvar_dir, nodes[i].store_dir))
-      for (std::size_t j = 0; j < nodes.size(); ++j)
-        if (j != i && same_directory(nodes[j].store_dir, nodes[i].meanandvar_dir))
-          before[i].insert(j);
-  }
-  // Kahn's algorithm, taking the earliest ready section in file order.
-  std::vector<std::string> order;
-  std::vector<bool> done(nodes.size(), false);
-  while (order.size() < nodes.size()) {
-    bool progressed = false;
-    for (std::size_t i = 0; i < nodes.size() && !progressed; ++i) {
-      if (done[i]) continue;
-      bool ready = std::all_of(before[i].begin(), before[i].end(),
-                               [&](std::size_t j) { return done[j]; });
-      if (!ready) continue;
-      done[i] = true;
-      order.push_back(nodes[i].name);
-      progressed = true;
-    }
-    if (!progressed) {
-      std::vector<std::string> cycle;
-      for (std::size_t i = 0; i < nodes.size(); ++i)
-        if (!done[i]) cycle.push_back(nodes[i].name);
-      throw ConfigError(database.path() + ": dependency cycle between sections " +
-                        join(cycle, ", ") + " (dependencies / meanandvar_dir)");
-    }
-  }
-  return order;
-}
-
 DataPreparation::DataPreparation(const Recipe& recipe, std::filesystem::path expdir,
                                  DataPreparationOptions options)
     : recipe_(recipe), expdir_(std::move(expdir)), options_(std::move(options)) {
@@ -221,17 +153,7 @@ DataPreparation::DataPreparation(const Recipe& recipe, std::filesystem::path exp
 
 std::vector<SectionSummary> DataPreparation::run() {
   const ConfigFile& database = recipe_.get("database.conf");
-  auto order = preparation_order(database);
-  if (!options_.sections.empty()) {
-    for (const auto& name : options_.sections)
-      if (std::find(order.begin(), order.end(), name) == order.end())
-        throw ConfigError("--section " + name + ": not a section with preprocess = True" +
-                          did_you_mean(name, order));
-    order = keep_selected(order, {options_.sections.begin(), options_.sections.end()});
-  } else if (options_.only_used_sections) {
-    order = keep_selected(order, used_sections());
-  }
-  check_statistics_exist(order);
+  auto order = plan_sections(recipe_, options_);
   // Configuration problems surface before any long work starts.
   for (const auto& name : order) {
     const ConfigSection& section = database.section(name);
@@ -247,94 +169,6 @@ std::vector<SectionSummary> DataPreparation::run() {
   std::vector<SectionSummary> summaries;
   for (const auto& name : order) summaries.push_back(prepare(name));
   return summaries;
-}
-
-std::vector<std::string> DataPreparation::keep_selected(const std::vector<std::string>& order,
-                                                        const std::set<std::string>& selected) {
-  std::vector<std::string> kept;
-  for (const auto& name : order) {
-    if (selected.count(name)) {
-      kept.push_back(name);
-      continue;
-    }
-    spdlog::info("[{}]: skipped: {}", name,
-                 options_.sections.empty()
-                     ? "no task of this recipe uses it (--all-sections prepares every section)"
-                     : "not named by --section");
-  }
-  return kept;
-}
-
-const ConfigSection* DataPreparation::statistics_producer(const ConfigSection& section) const {
-  const ConfigFile& database = recipe_.get("database.conf");
-  auto options = read_database_section(section, database);
-  if (options.meanandvar_dir.empty() || same_directory(options.meanandvar_dir, options.store_dir))
-    return nullptr;
-  for (const auto& other : database.sections()) {
-    if (other.name() == "globalvars" || other.name() == section.name()) continue;
-    auto other_options = read_database_section(other, database);
-    if (other_options.preprocess && same_directory(other_options.store_dir, options.meanandvar_dir))
-      return &other;
-  }
-  return nullptr;
-}
-
-bool DataPreparation::needs_statistics(const ConfigSection& section) const {
-  auto options = read_database_section(section, recipe_.get("database.conf"));
-  if (options.processor_config.empty()) return false;
-  return make_processor(recipe_.processor_config(section))->needs_statistics();
-}
-
-std::set<std::string> DataPreparation::used_sections() const {
-  const ConfigFile& database = recipe_.get("database.conf");
-  std::set<std::string> selected;
-  std::vector<std::string> pending;
-  for (const auto& [name, where] : options_.used_sections) {
-    if (!database.has_section(name)) continue;  // nabu check reports it
-    spdlog::info("[{}]: used by {}", name, join(where, ", "));
-    if (selected.insert(name).second) pending.push_back(name);
-  }
-  // The sections that compute the statistics the used ones normalise with, transitively.
-  while (!pending.empty()) {
-    const ConfigSection& section = database.section(pending.back());
-    pending.pop_back();
-    if (!needs_statistics(section)) continue;
-    if (const ConfigSection* producer = statistics_producer(section))
-      if (selected.insert(producer->name()).second) {
-        spdlog::info("[{}]: computes the statistics of [{}]", producer->name(), section.name());
-        pending.push_back(producer->name());
-      }
-  }
-  return selected;
-}
-
-void DataPreparation::check_statistics_exist(const std::vector<std::string>& order) const {
-  const ConfigFile& database = recipe_.get("database.conf");
-  std::set<std::string> checked(order.begin(), order.end());
-  // Sections computed on the fly (preprocess = False) that the tasks use need statistics too.
-  for (const auto& [name, where] : options_.used_sections)
-    if (database.has_section(name) && options_.sections.empty()) checked.insert(name);
-  for (const auto& name : checked) {
-    const ConfigSection& section = database.section(name);
-    auto options = read_database_section(section, database);
-    if (options.meanandvar_dir.empty() ||
-        same_directory(options.meanandvar_dir, options.store_dir) || !needs_statistics(section))
-      continue;
-    const ConfigSection* producer = statistics_producer(section);
-    if (producer && std::find(order.begin(), order.end(), producer->name()) != order.end())
-      continue;  // made here, before this section
-    auto statistics = std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5";
-    if (std::filesystem::exists(statistics)) continue;
-    section.fail("meanandvar_dir",
-                 "[" + name + "] normalises with the statistics in " + options.meanandvar_dir +
-                     ", which do not exist; " +
-                     (producer ? "section [" + producer->name() +
-                                     "] of this recipe makes them (nabu data --section " +
-                                     producer->name() + ")"
-                               : std::string("no section of this recipe makes them (none has "
-                                             "store_dir = ") +
-                                     options.meanandvar_dir + "): prepare the recipe that does"));
-  }
 }
 
 SectionSummary DataPreparation::prepare(const std::string& name) {

@@ -7,19 +7,13 @@
 #pragma once
 
 #include <filesystem>
-#include <map>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "nabu/core/recipe.h"
+#include "nabu/processing/section_plan.h"
 
 namespace nabu {
-
-// Sections with preprocess = True in the order they must be prepared. Throws ConfigError for a
-// dependency cycle; a dependency that names no section orders nothing (the original never reads
-// `dependencies`; nabu check warns).
-std::vector<std::string> preparation_order(const ConfigFile& database);
 
 struct SectionSummary {
   std::string section;
@@ -28,14 +22,8 @@ struct SectionSummary {
   double audio_seconds = 0, wall_seconds = 0;
 };
 
-struct DataPreparationOptions {
-  int workers = 0;               // utterances processed in parallel; 0 = all cores
-  std::vector<std::string> sections;  // only these (and nothing else)
-  // Without `sections`: true prepares only `used_sections` and the sections that compute their
-  // statistics (listing every other one as skipped); false prepares every section.
-  bool only_used_sections = false;
-  // Section -> where the recipe names it (catalog/recipe_sections.h).
-  std::map<std::string, std::vector<std::string>> used_sections;
+struct DataPreparationOptions : SectionChoice {
+  int workers = 0;  // utterances processed in parallel; 0 = all cores
 };
 
 class DataPreparation {
@@ -46,16 +34,6 @@ class DataPreparation {
   SectionSummary prepare(const std::string& section);
 
  private:
-  std::vector<std::string> keep_selected(const std::vector<std::string>& order,
-                                         const std::set<std::string>& selected);
-  std::set<std::string> used_sections() const;
-  // The preprocessed section whose store_dir is this section's meanandvar_dir (nullptr when it
-  // computes its own statistics or no section does).
-  const ConfigSection* statistics_producer(const ConfigSection& section) const;
-  bool needs_statistics(const ConfigSection& section) const;
-  // A section whose statistics are neither made in this run nor on disk is an error, before
-  // any work starts.
-  void check_statistics_exist(const std::vector<std::string>& order) const;
   const Recipe& recipe_;
   std::filesystem::path expdir_;
   DataPreparationOptions options_;
