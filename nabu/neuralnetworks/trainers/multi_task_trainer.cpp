@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include <ATen/record_function.h>
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
@@ -217,8 +218,18 @@ void MultiTaskTrainer::training_step() {
   if (communicator_.world_size() > 1) all_reduce_sums();
   std::vector<ParameterUpdate::TaskSums> sums;
   for (auto& task : tasks_) sums.push_back({task->loss_sum(), task->norm_sum(), &task->gradients()});
-  update_->apply(sums, current_learning_rate(), step_,
-                 "the best validated model is kept in " + (logdir() / "validated.pt").string());
+  auto optimizer_start = Clock::now();
+  {
+    RECORD_USER_SCOPE("nabu::optimizer");
+    update_->apply(sums, current_learning_rate(), step_,
+                   "the best validated model is kept in " + (logdir() / "validated.pt").string());
+  }
+  last_phases_ = PhaseTimes{};
+  for (auto& task : tasks_) last_phases_ += task->times();
+  last_phases_.allreduce = last_allreduce_seconds_;
+  last_phases_.optimizer = seconds_since(optimizer_start);
+  last_phases_.validation = pending_validation_seconds_;
+  pending_validation_seconds_ = 0;
   ++step_;
   last_step_seconds_ = seconds_since(start);
   // Every rank must agree on when validation is due: they all count the chief's time.
@@ -301,7 +312,22 @@ bool MultiTaskTrainer::validate() {
     validation_.lr_factor = validated.validation.lr_factor * (decision.halve_lr ? 0.5 : 1.0);
   }
   if (communicator_.is_chief()) save(logdir() / "latest.pt", false);
+  pending_validation_seconds_ += seconds_since(start);
   return true;
+}
+
+nlohmann::json MultiTaskTrainer::model_norms() const {
+  std::map<std::string, double> parameters;
+  for (const auto& [name, tensor] : bank_->named_parameters())
+    parameters[name.substr(0, name.find('.'))] += tensor.detach().pow(2).sum().item<double>();
+  auto gradients = update_->last_gradient_norms();
+  nlohmann::json norms = nlohmann::json::object();
+  for (const auto& [model, square] : parameters) {
+    norms[model]["parameters"] = std::sqrt(square);
+    auto it = gradients.find(model);
+    if (it != gradients.end()) norms[model]["gradients"] = it->second;
+  }
+  return norms;
 }
 
 TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
@@ -355,6 +381,8 @@ StageResult MultiTaskTrainer::run() {
       stage_.segment_length, num_steps_, options_.progress_every,
       communicator_.is_chief() ? stage_dir_ / "metrics.jsonl" : std::filesystem::path());
   validation_ = policy_ ? policy_->initial_state() : ValidationState{};
+  profiler_ = std::make_unique<StepProfiler>(stage_dir_, options_.profile_range(),
+                                             communicator_.is_chief());
   if (communicator_.is_chief())
     snapshots_ = std::make_unique<ModelSnapshots>(
         stage_dir_, SnapshotOptions{options_.average_checkpoints, options_.export_every,
@@ -398,7 +426,9 @@ StageResult MultiTaskTrainer::run() {
     }
     if (step_ == test_hang_step_)
       while (true) std::this_thread::sleep_for(std::chrono::seconds(60));
+    profiler_->before_update(step_ + 1);
     training_step();
+    profiler_->after_update(step_, last_phases_);
     if (!communicator_.is_chief()) continue;
     snapshots_->updated(step_, *bank_);
     TrainingProgress::Step report;
@@ -414,6 +444,8 @@ StageResult MultiTaskTrainer::run() {
     report.learning_rate = current_learning_rate();
     report.seconds = last_step_seconds_;
     report.allreduce_seconds = last_allreduce_seconds_;
+    report.extra["phases"] = last_phases_.to_json();
+    if (options_.log_norms) report.extra["norms"] = model_norms();
     progress_->step(report);
     if (options_.checkpoint_every > 0 &&
         now_seconds() - checkpoint_clock_ >= options_.checkpoint_every * 60) {

@@ -15,6 +15,7 @@
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/model_snapshots.h"
+#include "nabu/neuralnetworks/trainers/step_profile.h"
 #include "nabu/neuralnetworks/trainers/parameter_update.h"
 #include "nabu/neuralnetworks/trainers/progress.h"
 #include "nabu/neuralnetworks/trainers/task_trainer.h"
@@ -40,6 +41,8 @@ class MultiTaskTrainer : public StageTrainer {
   void all_reduce_sums();
   // Validates and applies the policy; returns false when training must stop.
   bool validate();
+  // Per model: the norm of its parameters and of the gradient the last update applied.
+  nlohmann::json model_norms() const;
   TrainingCheckpoint snapshot(bool finished) const;
   // Everything of a checkpoint: weights, step, validation state, data positions, random state.
   void restore(const TrainingCheckpoint& checkpoint);
@@ -67,6 +70,9 @@ class MultiTaskTrainer : public StageTrainer {
   std::unique_ptr<ParameterUpdate> update_;
   std::unique_ptr<TrainingProgress> progress_;
   std::unique_ptr<ModelSnapshots> snapshots_;  // chief only
+  std::unique_ptr<StepProfiler> profiler_;
+  PhaseTimes last_phases_;                // of the last update
+  double pending_validation_seconds_ = 0;  // validation before the next update
 
   int64_t step_ = 0, num_steps_ = 0;
   std::string stop_reason_;

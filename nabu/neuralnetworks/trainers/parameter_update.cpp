@@ -83,6 +83,7 @@ ParameterUpdate::ParameterUpdate(const TrainerOptions& options,
     if (used[k]) {
       joint[named[k].second.unsafeGetTensorImpl()] = parameters_.size();
       parameters_.push_back(named[k].second);
+      parameter_names_.push_back(named[k].first);
     }
   for (const auto& task : tasks_) {
     std::vector<std::size_t> indices;
@@ -217,12 +218,27 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     }
     clip_norm(combined);
     for (std::size_t j = 0; j < parameters_.size(); ++j) parameters_[j].mutable_grad() = combined[j];
+    if (options_.log_norms) {
+      gradient_squares_.assign(parameters_.size(), 0.0);
+      for (std::size_t j = 0; j < parameters_.size(); ++j)
+        if (combined[j].defined()) gradient_squares_[j] = combined[j].pow(2).sum().item<double>();
+    }
     set_learning_rate(slot);
     slot.optimizer->step();
   } else {
     // One optimizer per task (and weight group), applied in task order; all gradients were
     // computed before the first update.
     for (std::size_t t = 0; t < tasks_.size(); ++t) clip_norm(*sums[t].gradients);
+    if (options_.log_norms) {
+      // A parameter several tasks update counts the squares of every task's gradient.
+      gradient_squares_.assign(parameters_.size(), 0.0);
+      for (std::size_t t = 0; t < tasks_.size(); ++t) {
+        const auto& gradients = *sums[t].gradients;
+        for (std::size_t i = 0; i < gradients.size(); ++i)
+          if (gradients[i].defined())
+            gradient_squares_[joint_index_[t][i]] += gradients[i].pow(2).sum().item<double>();
+      }
+    }
     for (auto& slot : slots_) {
       const auto& gradients = *sums[slot.task].gradients;
       for (std::size_t k = 0; k < slot.parameters.size(); ++k)
@@ -232,6 +248,14 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     }
   }
   for (auto& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
+}
+
+std::map<std::string, double> ParameterUpdate::last_gradient_norms() const {
+  std::map<std::string, double> squares;
+  for (std::size_t j = 0; j < gradient_squares_.size(); ++j)
+    squares[parameter_names_[j].substr(0, parameter_names_[j].find('.'))] += gradient_squares_[j];
+  for (auto& [model, value] : squares) value = std::sqrt(value);
+  return squares;
 }
 
 }  // namespace nabu

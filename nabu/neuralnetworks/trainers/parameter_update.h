@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -47,6 +48,10 @@ class ParameterUpdate {
   void apply(const std::vector<TaskSums>& sums, double learning_rate, int64_t step,
              const std::string& failure_hint);
 
+  // log_norms: per model (the parameter name up to its first '.'), the norm of the gradient the
+  // last update applied (after multipliers and clipping); empty otherwise.
+  std::map<std::string, double> last_gradient_norms() const;
+
   // In a fixed order, for checkpoints.
   std::vector<torch::optim::Optimizer*> optimizers() const;
   // Every parameter some task updates, in the order of `named`.
@@ -71,6 +76,8 @@ class ParameterUpdate {
   TrainerOptions options_;
   std::vector<Task> tasks_;
   std::vector<torch::Tensor> parameters_;
+  std::vector<std::string> parameter_names_;  // aligned with parameters_
+  std::vector<double> gradient_squares_;      // log_norms: per parameter, of the last update
   // joint mode: for task t and its parameter i, the index into parameters_
   std::vector<std::vector<std::size_t>> joint_index_;
   // per task and parameter: the gradient multiplier (empty when none is configured)

@@ -1,5 +1,10 @@
 #include "nabu/neuralnetworks/trainers/task_trainer.h"
 
+#include <ATen/record_function.h>
+
+#include <chrono>
+#include <optional>
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
@@ -58,22 +63,41 @@ void TaskTrainer::reset_accumulators() {
   for (auto& gradient : gradients_) gradient = torch::Tensor();
   loss_sum_ = norm_sum_ = 0;
   examples_ = frames_ = 0;
+  times_ = PhaseTimes{};
 }
 
 void TaskTrainer::run_minibatch() {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::time_point start) {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
   for (auto& [set, pipeline] : pipelines_) {
-    auto batch = pipeline->next();
+    auto start = Clock::now();
+    std::optional<Batch> batch;
+    {
+      RECORD_USER_SCOPE("nabu::data_wait");
+      batch = pipeline->next();
+    }
     if (!batch) throw Error("training data of task " + spec_.name + " ended unexpectedly");
-    const auto& lengths = batch->lengths.at(spec_.input_names.front());
-    auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
-                                   /*training=*/true);
-    auto result = (*loss_)(batch_targets(*batch, spec_.target_names), outputs, lengths);
-    auto loss = result.loss * set.weight;
-    loss_sum_ += loss.item<double>();
-    norm_sum_ += result.norm.item<double>() * set.weight;
+    times_.data += seconds(start);
+    start = Clock::now();
+    torch::Tensor loss;
+    {
+      RECORD_USER_SCOPE("nabu::forward");
+      const auto& lengths = batch->lengths.at(spec_.input_names.front());
+      auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
+                                     /*training=*/true);
+      auto result = (*loss_)(batch_targets(*batch, spec_.target_names), outputs, lengths);
+      loss = result.loss * set.weight;
+      loss_sum_ += loss.item<double>();
+      norm_sum_ += result.norm.item<double>() * set.weight;
+    }
+    times_.forward += seconds(start);
     examples_ += batch->size();
     frames_ += batch->real_frames;
     if (parameters_.empty()) continue;
+    start = Clock::now();
+    RECORD_USER_SCOPE("nabu::backward");
     auto gradients = torch::autograd::grad({loss}, parameters_, /*grad_outputs=*/{},
                                            /*retain_graph=*/false, /*create_graph=*/false,
                                            /*allow_unused=*/true);
@@ -82,6 +106,7 @@ void TaskTrainer::run_minibatch() {
       if (gradients_[i].defined()) gradients_[i].add_(gradients[i]);
       else gradients_[i] = gradients[i];
     }
+    times_.backward += seconds(start);
   }
 }
 

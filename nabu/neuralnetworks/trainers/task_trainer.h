@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/neuralnetworks/trainers/step_profile.h"
 #include "nabu/core/config.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
@@ -40,6 +41,8 @@ class TaskTrainer {
   void reset_accumulators();
   // One minibatch of every linked set: forward, loss, gradients added to the accumulators.
   void run_minibatch();
+  // Data wait, forward (with the loss) and backward time since reset_accumulators().
+  const PhaseTimes& times() const { return times_; }
   double loss_sum() const { return loss_sum_; }
   double norm_sum() const { return norm_sum_; }
   int64_t examples_seen() const { return examples_; }
@@ -58,6 +61,7 @@ class TaskTrainer {
     std::unique_ptr<InputPipeline> pipeline;
   };
   TaskSpec spec_;
+  PhaseTimes times_;
   std::unique_ptr<ModelGraph> graph_;
   LossPtr loss_;
   std::vector<SetPipeline> pipelines_;

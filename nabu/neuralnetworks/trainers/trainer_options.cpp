@@ -4,6 +4,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
+#include "nabu/neuralnetworks/trainers/step_profile.h"
 
 namespace nabu {
 
@@ -80,6 +81,12 @@ void TrainerOptions::declare(OptionsReader& r) {
     "keep a copy of latest.pt in <stage>/logdir/kept/ every H hours of training (0 = off; new, "
     "as TensorFlow's Saver)");
   r("progress_every", progress_every, "updates between progress lines");
+  r("profile_steps", profile_steps,
+    "A-B: a Chrome trace of updates A to B in <stage>/profile/ and a table of where their time "
+    "went (data wait, forward, backward, all-reduce, optimizer, validation) in the log (new)");
+  r("log_norms", log_norms,
+    "per-model parameter and applied-gradient norms in metrics.jsonl, plotted by "
+    "tools/plot_metrics (new)");
   r("prefetch", prefetch, "batches prepared ahead by the background loader");
   r.choice("optimizer", optimizer, {"adam", "adamw", "sgd", "rmsprop"},
            "the update rule (new; the original always uses adam)");
@@ -128,6 +135,11 @@ void TrainerOptions::declare(OptionsReader& r) {
   r.require(num_epochs > 0, "num_epochs", "must be positive");
   r.require(valid_frequency > 0, "valid_frequency", "must be positive");
   r.require(valid_every_seconds >= 0, "valid_every_seconds", "must not be negative (0 = off)");
+  try {
+    parse_profile_steps(profile_steps);
+  } catch (const std::invalid_argument& e) {
+    r.require(false, "profile_steps", e.what());
+  }
   r.require(average_checkpoints >= 0, "average_checkpoints", "must not be negative (0 = off)");
   r.require(export_every >= 0, "export_every", "must not be negative (0 = off)");
   r.require(keep_checkpoint_every_hours >= 0, "keep_checkpoint_every_hours",
@@ -209,6 +221,10 @@ std::vector<StageSettings> resolve_stages(const TrainerOptions& options,
     stages.push_back(stage);
   }
   return stages;
+}
+
+std::pair<int64_t, int64_t> TrainerOptions::profile_range() const {
+  return parse_profile_steps(profile_steps);
 }
 
 }  // namespace nabu

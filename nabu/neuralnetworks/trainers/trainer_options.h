@@ -54,6 +54,8 @@ struct TrainerOptions {
   int export_every = 0;            // new: updates between model snapshots (0 = off)
   double keep_checkpoint_every_hours = 0;  // new: keep latest.pt every H hours (0 = off)
   int progress_every = 10;         // steps between progress lines
+  std::string profile_steps;       // new: "A-B", updates to trace and tabulate
+  bool log_norms = false;          // new: per-model parameter and gradient norms in metrics
   int prefetch = 4;                // batches the loader keeps ready
 
   // The update rule (new; the original always uses Adam with TF's defaults).
@@ -71,6 +73,8 @@ struct TrainerOptions {
   // num_tries as an int; -1 when disabled (None).
   int max_tries() const;
   double task_weight(std::size_t task_index) const;
+  // profile_steps as (first, last) update; {0, 0} when off.
+  std::pair<int64_t, int64_t> profile_range() const;
   // gradient_multipliers as (regular expression, factor) pairs.
   std::vector<std::pair<std::string, double>> multipliers() const;
 };
