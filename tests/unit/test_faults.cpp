@@ -52,7 +52,7 @@ class Faults : public TrainingRun {
   void train_and_kill(const std::string& expdir, const std::string& extra, int validations) {
     pid_t pid = spawn_nabu("train --expdir=" + expdir + " " + tiny_dc(extra), dir_.path(),
                            dir_ / (expdir + ".log"));
-    bool reached = wait_for_lines(dir_ / expdir / "100/metrics.jsonl", "\"validation\"",
+    bool reached = wait_for_lines(dir_ / expdir / "100/metrics.jsonl", "\"type\":\"validation\"",
                                   validations, 120);
     ::kill(pid, SIGKILL);
     wait_child(pid);
@@ -142,7 +142,7 @@ TEST_F(Faults, SigstopOfOneOfTwoWorkersEndsTheRunWithinThirtySeconds) {
   pid_t launcher = spawn_nabu("train --expdir=exp_stop --workers=2 " +
                                   tiny_dc("--max-steps=400 --set trainer.cfg:trainer:valid_frequency=5"),
                               dir_.path(), dir_ / "stop.log");
-  ASSERT_TRUE(wait_for_lines(dir_ / "exp_stop/100/metrics.jsonl", "\"validation\"", 2, 120))
+  ASSERT_TRUE(wait_for_lines(dir_ / "exp_stop/100/metrics.jsonl", "\"type\":\"validation\"", 2, 120))
       << read_text(dir_ / "stop.log");
   auto workers = children_of(launcher);
   ASSERT_EQ(workers.size(), 2u) << read_text(dir_ / "stop.log");

@@ -43,7 +43,7 @@ TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   pid_t pid = spawn_nabu("train --expdir=exp_b " + tiny_dc(options), dir_.path(), dir_ / "b.log");
   auto metrics = dir_ / "exp_b/100/metrics.jsonl";
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (count_lines_with(metrics, "\"validation\"") < 3 && std::chrono::steady_clock::now() < deadline)
+  while (count_lines_with(metrics, "\"type\":\"validation\"") < 3 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   int status = 0;
