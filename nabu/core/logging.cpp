@@ -1,8 +1,11 @@
 #include "nabu/core/logging.h"
 
+#include <cmath>
+
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 
@@ -68,6 +71,14 @@ void MetricsWriter::write(const nlohmann::json& record) {
   std::lock_guard<std::mutex> lock(mutex_);
   out_ << record.dump() << "\n";
   out_.flush();
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  auto total = static_cast<int64_t>(seconds);
+  if (total >= 3600) return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
+  if (total >= 60) return fmt::format("{}m{:02d}s", total / 60, total % 60);
+  return fmt::format("{}s", total);
 }
 
 }  // namespace nabu

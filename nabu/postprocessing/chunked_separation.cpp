@@ -1,33 +1,19 @@
 #include "nabu/postprocessing/chunked_separation.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/processing/audio_stream.h"
 
 namespace nabu {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string duration_text(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  auto total = static_cast<int64_t>(seconds);
-  if (total >= 3600) return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
-  if (total >= 60) return fmt::format("{}m{:02d}s", total / 60, total % 60);
-  return fmt::format("{}s", total);
-}
 
 // The permutation p maximising sum_i similarity[i][p[i]] (all S! of them: S is small).
 std::vector<int> best_permutation(const std::vector<std::vector<double>>& similarity) {
@@ -249,7 +235,7 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
       spdlog::info("{}: {:.0f}/{:.0f} s ({:.0f}%), {:.3f}x real time, ETA {}", input.string(),
                    done, report.audio_seconds, 100.0 * done / report.audio_seconds,
                    wall / std::max(done, 1e-9),
-                   duration_text(wall / std::max(done, 1e-9) * (report.audio_seconds - done)));
+                   format_duration(wall / std::max(done, 1e-9) * (report.audio_seconds - done)));
     }
   }
   chunked.push(to_model.flush());

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
@@ -29,11 +30,6 @@ std::string fingerprint(const std::vector<DataLine>& lines) {
   return fmt::format("{:016x}", stable_hash(text));
 }
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Runs `work(i)` for i in [0, count) on `workers` threads and hands the results to `consume` in
 // index order on the calling thread, keeping at most `window` results in memory.

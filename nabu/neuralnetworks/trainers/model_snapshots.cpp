@@ -1,24 +1,15 @@
 #include "nabu/neuralnetworks/trainers/model_snapshots.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 
 namespace nabu {
-
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 ModelSnapshots::ModelSnapshots(std::filesystem::path stage_dir, SnapshotOptions options)
     : stage_dir_(std::move(stage_dir)), best_dir_(stage_dir_ / "model" / "best"),

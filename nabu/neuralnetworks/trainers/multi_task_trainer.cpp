@@ -8,6 +8,7 @@
 #include <ATen/record_function.h>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
@@ -30,16 +31,6 @@ NABU_REGISTER_DOCUMENTED(trainer_registry, "multi_task",
                          "minibatches, validation-driven learning rate and early stopping");
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double now_seconds() {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Gradients (undefined -> zeros) as one buffer and back, so a rank all-reduces one buffer per
 // task instead of one call per parameter.

@@ -5,24 +5,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/clock.h"
+
 namespace nabu {
 
-namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  int64_t total = static_cast<int64_t>(seconds);
-  if (total >= 3600) return fmt::format("{}h{:02d}m", total / 3600, (total % 3600) / 60);
-  if (total >= 60) return fmt::format("{}m{:02d}s", total / 60, total % 60);
-  return fmt::format("{}s", total);
-}
 
 TrainingProgress::TrainingProgress(std::string stage, int64_t num_steps, int progress_every,
                                    const std::filesystem::path& metrics_path)

@@ -16,9 +16,6 @@
 
 namespace nabu {
 
-// "1h02m", "3m05s", "42s"; "?" for a negative or infinite time.
-std::string format_duration(double seconds);
-
 class TrainingProgress {
  public:
   struct Step {

@@ -2,9 +2,9 @@
 
 #include <ATen/record_function.h>
 
-#include <chrono>
 #include <optional>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
@@ -67,10 +67,6 @@ void TaskTrainer::reset_accumulators() {
 }
 
 void TaskTrainer::run_minibatch() {
-  using Clock = std::chrono::steady_clock;
-  auto seconds = [](Clock::time_point start) {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
   for (auto& [set, pipeline] : pipelines_) {
     auto start = Clock::now();
     std::optional<Batch> batch;
@@ -79,7 +75,7 @@ void TaskTrainer::run_minibatch() {
       batch = pipeline->next();
     }
     if (!batch) throw Error("training data of task " + spec_.name + " ended unexpectedly");
-    times_.data += seconds(start);
+    times_.data += seconds_since(start);
     start = Clock::now();
     torch::Tensor loss;
     {
@@ -92,7 +88,7 @@ void TaskTrainer::run_minibatch() {
       loss_sum_ += loss.item<double>();
       norm_sum_ += result.norm.item<double>() * set.weight;
     }
-    times_.forward += seconds(start);
+    times_.forward += seconds_since(start);
     examples_ += batch->size();
     frames_ += batch->real_frames;
     if (parameters_.empty()) continue;
@@ -106,7 +102,7 @@ void TaskTrainer::run_minibatch() {
       if (gradients_[i].defined()) gradients_[i].add_(gradients[i]);
       else gradients_[i] = gradients[i];
     }
-    times_.backward += seconds(start);
+    times_.backward += seconds_since(start);
   }
 }
 
