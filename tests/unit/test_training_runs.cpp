@@ -107,20 +107,25 @@ TEST_F(TrainingRun, GoingBackRestoresTheModelButTheDataMovesOn) {
       << result.output;
   // After every go_back, the next validation sees a model trained on other data: a different
   // loss (replaying the same updates would give the same loss again, bit for bit).
-  std::ifstream in(dir_ / "exp_back/100/metrics.jsonl");
-  std::vector<std::pair<double, bool>> validations;  // loss, went back
-  for (std::string line; std::getline(in, line);) {
-    auto record = nlohmann::json::parse(line);
-    if (record["type"] == "validation")
-      validations.emplace_back(record["loss"].get<double>(), record["go_back"].get<bool>());
-  }
+  // Which stage goes back first depends on the last bits of the arithmetic (the BLAS kernels of
+  // the machine), so both stages are looked at.
   int checked = 0;
-  for (std::size_t i = 0; i + 1 < validations.size(); ++i) {
-    if (!validations[i].second) continue;
-    EXPECT_NE(validations[i + 1].first, validations[i].first) << "validation " << i + 1;
-    ++checked;
+  for (const std::string stage : {"100", "full"}) {
+    std::ifstream in(dir_ / "exp_back" / stage / "metrics.jsonl");
+    std::vector<std::pair<double, bool>> validations;  // loss, went back
+    for (std::string line; std::getline(in, line);) {
+      auto record = nlohmann::json::parse(line);
+      if (record["type"] == "validation")
+        validations.emplace_back(record["loss"].get<double>(), record["go_back"].get<bool>());
+    }
+    for (std::size_t i = 0; i + 1 < validations.size(); ++i) {
+      if (!validations[i].second) continue;
+      EXPECT_NE(validations[i + 1].first, validations[i].first)
+          << stage << ": validation " << i + 1;
+      ++checked;
+    }
   }
-  EXPECT_GE(checked, 1);
+  EXPECT_GE(checked, 1) << result.output;
 }
 
 TEST_F(TrainingRun, AccumulatedMinibatchesEqualOneLargeBatch) {
@@ -205,6 +210,7 @@ TEST_F(TrainingRun, AverageCheckpointsExportEveryAndKeptCheckpoints) {
   auto result = train("exp_avg", "--max-steps=4 --set trainer.cfg:trainer:valid_frequency=1"
                                  " --set trainer.cfg:trainer:go_back=False"
                                  " --set test_evaluator.cfg:task_2spk:batch_size=2"
+                                 " --set test_evaluator.cfg:task_2spk_real:batch_size=2"
                                  " --set trainer.cfg:trainer:average_checkpoints=2"
                                  " --set trainer.cfg:trainer:export_every=2"
                                  " --set trainer.cfg:trainer:keep_checkpoint_every_hours=1e-9");
@@ -359,7 +365,8 @@ TEST_F(TrainingRun, DivergingLossStopsNamingTaskAndStep) {
 
 TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
   auto trained = train("exp_sep", "--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1000"
-                                  " --set test_evaluator.cfg:task_2spk:batch_size=2");
+                                  " --set test_evaluator.cfg:task_2spk:batch_size=2"
+                                 " --set test_evaluator.cfg:task_2spk_real:batch_size=2");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   auto tested = run_nabu("test --expdir=exp_sep --threads=1", dir_.path());
   ASSERT_EQ(tested.exit_code, 0) << tested.output;

@@ -18,12 +18,15 @@ namespace nabu::testing {
 
 // Two "speakers" per mixture: harmonic tones with their own pitch and a slow amplitude
 // modulation, so the deep clustering targets are learnable. Written where the shipped recipes
-// look for the generated corpus (data/corpus/2speakers/wav8k/min/{tr,cv,tt}) under `root`.
+// look for the generated corpus (data/corpus/2speakers/wav8k/min/{tr,cv,tt}) under `root`, and
+// a test set where the DC recipe looks for the recorded one (data/recorded/.../tt).
 void make_tone_corpus(const fs::path& root, int train_mixtures, int other_mixtures) {
   std::mt19937 generator(5);
   std::uniform_real_distribution<double> pitch(90.0, 300.0), seconds(0.9, 1.3), phase(0.0, 6.28);
-  const std::string base = "data/corpus/2speakers/wav8k/min/";
-  for (const std::string split : {"tr", "cv", "tt"}) {
+  const std::string corpus = "data/corpus/2speakers/wav8k/min/";
+  const std::string recorded = "data/recorded/2speakers/wav8k/min/";
+  for (const auto& [base, split] : std::vector<std::pair<std::string, std::string>>{
+           {corpus, "tr"}, {corpus, "cv"}, {corpus, "tt"}, {recorded, "tt"}}) {
     int count = split == "tr" ? train_mixtures : other_mixtures;
     std::string mix_list, source_list, info_list;
     for (int i = 0; i < count; ++i) {
