@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -23,10 +24,25 @@ namespace nabu {
 
 namespace {
 
-// The data lines (utterance and fields) as one stable hash: what a store was made from.
+// What a store was made from, as one stable hash: the data lines (utterance and fields) and the
+// size and modification time of every field that names a file, so a corpus regenerated under the
+// same names (other voices, augmentation) makes its stores stale too. Stat only: hashing the
+// audio itself would read the whole corpus on every `nabu data`.
 std::string fingerprint(const std::vector<DataLine>& lines) {
   std::string text;
-  for (const auto& line : lines) text += line.utterance + " " + join(line.fields, " ") + "\n";
+  for (const auto& line : lines) {
+    text += line.utterance;
+    for (const auto& field : line.fields) {
+      text += " " + field;
+      std::error_code error;
+      if (!std::filesystem::is_regular_file(field, error)) continue;
+      auto size = std::filesystem::file_size(field, error);
+      auto time = std::filesystem::last_write_time(field, error);
+      if (!error)
+        text += fmt::format("|{}|{}", size, static_cast<long long>(time.time_since_epoch().count()));
+    }
+    text += "\n";
+  }
   return fmt::format("{:016x}", stable_hash(text));
 }
 
@@ -202,8 +218,8 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
                                                               "writer_style")) +
                       "; remove it or change store_dir");
     if (metadata.source_lines != source_lines) {
-      spdlog::info("{}: {} was made from other list lines than {}; it is made again", what,
-                   path.string(), join(options.datafiles, " "));
+      spdlog::info("{}: {} was made from other list lines or other files than {} now name; it "
+                   "is made again", what, path.string(), join(options.datafiles, " "));
       missing.push_back(segment);
     }
   }

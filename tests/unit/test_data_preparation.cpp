@@ -137,6 +137,20 @@ TEST(DataPreparationRun, PreparesResumesAndSkipsCompleteSections) {
       << regenerated.output;
   EXPECT_EQ(StoreReader(store_path(dir / "stores/traintargets", "full")).size(), 5);
 
+  // The same list lines naming rewritten audio (a corpus regenerated under the same names, e.g.
+  // with augmentation) are stale too: the stores are made again from the new audio.
+  auto old_targets = StoreReader(store_path(dir / "stores/traintargets", "full")).read(0);
+  write_noise_wav(dir / "wav/utt0_s1.wav", 3000, 99);
+  write_noise_wav(dir / "wav/utt0_s2.wav", 3000, 98);
+  auto rewritten = run_nabu("data --recipe=recipe --expdir=exp", dir.path());
+  ASSERT_EQ(rewritten.exit_code, 0) << rewritten.output;
+  EXPECT_NE(rewritten.output.find("other list lines or other files"), std::string::npos)
+      << rewritten.output;
+  EXPECT_NE(rewritten.output.find("1 section(s) prepared, 2 already complete"), std::string::npos)
+      << rewritten.output;
+  EXPECT_FALSE(torch::equal(old_targets,
+                            StoreReader(store_path(dir / "stores/traintargets", "full")).read(0)));
+
   // A changed processor config must not silently reuse the old stores.
   auto changed = run_nabu(
       "data --recipe=recipe --expdir=exp --set target_processor.cfg:processor:nfft=512", dir.path());
