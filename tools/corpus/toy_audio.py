@@ -1,12 +1,16 @@
-"""Audio side of the toy corpus: synthesis (espeak-ng + sox), 16-bit wav I/O, levels, mixing
-and the checks a finished corpus must pass. Standard library + numpy only."""
+"""Audio side of the toy corpus: synthesis (espeak-ng, flite or Festival, then sox), 16-bit wav
+I/O, levels, mixing and the checks a finished corpus must pass. Standard library + numpy only."""
 
+import glob
 import os
+import shutil
 import subprocess
 import tempfile
 import wave
 
 import numpy as np
+
+from toy_content import FESTIVAL_WPM, FLITE_WPM
 
 RATE = 8000
 FULL_SCALE = 32768.0
@@ -15,6 +19,12 @@ FULL_SCALE = 32768.0
 PEAK = 0.9
 # Bump when the processing of a cached source changes, so stale cache files are not reused.
 SOURCE_PROCESSING_VERSION = 1
+# The program each engine runs, and the Debian packages that provide it and its voices.
+ENGINE_PROGRAMS = {"espeak-ng": "espeak-ng", "flite": "flite", "festival": "text2wave"}
+FESTIVAL_VOICE_PACKAGES = ("festvox-kdlpc16k festvox-italp16k festvox-itapc16k festvox-ca-ona-hts "
+                           "festvox-czech-dita festvox-suopuhe-lj festvox-suopuhe-mv")
+ENGINE_PACKAGES = {"espeak-ng": "espeak-ng", "flite": "flite",
+                   "festival": "festival " + FESTIVAL_VOICE_PACKAGES}
 
 
 class CorpusError(Exception):
@@ -119,17 +129,16 @@ def synthesise(speaker, text, out_path, min_seconds, max_seconds):
         samples, _ = read_wav(out_path)
         return len(samples) / float(RATE)
     with tempfile.TemporaryDirectory(prefix="toycorpus") as tmp:
-        raw = os.path.join(tmp, "espeak.wav")
+        raw = os.path.join(tmp, "spoken.wav")
         resampled = os.path.join(tmp, "8k.wav")
-        # Argument lists, no shell; stderr is dropped because espeak-ng may print ALSA noise.
-        run([
-            "espeak-ng", "-v", "%s+%s" % (speaker.voice, speaker.variant),
-            "-p", str(speaker.pitch), "-s", str(speaker.speed), "-w", raw, text,
-        ])
+        speak(speaker, text, raw)
         # -R -D: no dither and fixed seeds, otherwise sox output differs from run to run.
         # -G guards against clipping in the resampler.
+        effects = ["rate", str(RATE)]
+        if speaker.engine == "festival" and speaker.pitch:
+            effects = ["pitch", str(speaker.pitch)] + effects
         run(["sox", "-R", "-D", "-G", raw, "-b", "16", "-c", "1", "-e", "signed-integer",
-             resampled, "rate", str(RATE)])
+             resampled] + effects)
         samples, rate = read_wav(resampled)
     if rate != RATE:
         raise CorpusError("sox produced %d Hz instead of %d" % (rate, RATE))
@@ -138,6 +147,27 @@ def synthesise(speaker, text, out_path, min_seconds, max_seconds):
     if min_seconds <= seconds <= max_seconds:
         write_wav(out_path, samples)
     return seconds
+
+
+def speak(speaker, text, path):
+    """Writes the speaker's rendering of text to the wav path, at the engine's own rate."""
+    # Argument lists, no shell; stderr is dropped because espeak-ng may print ALSA noise.
+    if speaker.engine == "flite":
+        options = ["--setf", "duration_stretch=%.4f" % (FLITE_WPM / float(speaker.speed))]
+        if speaker.pitch:
+            options += ["--setf", "int_f0_target_mean=%d" % speaker.pitch]
+        run(["flite", "-voice", speaker.voice] + options + ["-t", text, "-o", path])
+    elif speaker.engine == "festival":
+        text_path = path + ".txt"
+        with open(text_path, "w") as f:
+            f.write(text + "\n")
+        stretch = FESTIVAL_WPM / float(speaker.speed)
+        run(["text2wave", "-eval", "(voice_%s)" % speaker.voice,
+             "-eval", "(Parameter.set 'Duration_Stretch %.4f)" % stretch, "-o", path, text_path])
+        os.remove(text_path)
+    else:
+        run(["espeak-ng", "-v", "%s+%s" % (speaker.voice, speaker.variant),
+             "-p", str(speaker.pitch), "-s", str(speaker.speed), "-w", path, text])
 
 
 def check_variants(speakers, probe="one two three"):
@@ -153,11 +183,51 @@ def check_variants(speakers, probe="one two three"):
                 run(["espeak-ng", "-v", voice, "-w", path, probe])
             with open(path, "rb") as f:
                 return f.read()
+        flite_voices = None
+        festival_voices = None
         for speaker in speakers:
+            if speaker.engine == "festival":
+                if festival_voices is None:
+                    festival_voices = festival_voice_names()
+                if speaker.voice not in festival_voices:
+                    raise CorpusError("%s: Festival has no voice '%s' (installed: %s; apt-get "
+                                      "install -y %s)" % (speaker.id, speaker.voice,
+                                                          " ".join(festival_voices),
+                                                          FESTIVAL_VOICE_PACKAGES))
+                continue
+            if speaker.engine == "flite":
+                if flite_voices is None:
+                    flite_voices = flite_voice_names()
+                if speaker.voice not in flite_voices:
+                    raise CorpusError("%s: flite has no voice '%s' (flite -lv lists: %s)"
+                                      % (speaker.id, speaker.voice, " ".join(flite_voices)))
+                continue
             if speak("%s+%s" % (speaker.voice, speaker.variant)) == speak(speaker.voice):
                 raise CorpusError("%s: espeak-ng has no voice variant '%s' (it would silently "
                                   "use its default voice); variants are the file names under "
                                   "espeak-ng-data/voices/!v" % (speaker.id, speaker.variant))
+
+
+def flite_voice_names():
+    try:
+        done = subprocess.run(["flite", "-lv"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True)
+    except FileNotFoundError:
+        raise CorpusError("flite is not installed (apt-get install -y flite)")
+    # "Voices available: kal awb_time kal16 awb rms slt"
+    return done.stdout.split(":", 1)[-1].split()
+
+
+def festival_voice_names():
+    """Festival's installed voices: the folders under its voices/<language>/ directories."""
+    if not shutil.which("text2wave"):
+        raise CorpusError("Festival is not installed (apt-get install -y %s)"
+                          % ENGINE_PACKAGES["festival"])
+    names = []
+    for language in glob.glob("/usr/share/festival/voices/*"):
+        names += [os.path.basename(v) for v in glob.glob(os.path.join(language, "*"))
+                  if os.path.isdir(v)]
+    return sorted(names)
 
 
 def run(command):

@@ -13,7 +13,23 @@ from collections import namedtuple
 # falls back to its default male voice for an unknown one (corpus format 2 lost 12 of its 40
 # speakers that way, 7 of them listed as women). make_toy_corpus checks every variant first.
 # steph2 and steph3 are left out: they are copies of the test voice steph with small changes.
-Speaker = namedtuple("Speaker", "id gender voice variant pitch speed")
+#
+# A flite speaker (engine "flite") is one of flite's voices (slt, awb, rms, kal: voices built from
+# recordings of real people, so more natural than espeak-ng's formant synthesis) with a target
+# mean F0 in Hz as its pitch (0: the voice's own; rms ignores it) and a speaking rate in words per
+# minute as its speed (flite's duration_stretch = FLITE_WPM / speed).
+#
+# A festival speaker (engine "festival") is one of Festival's diphone or HTS voices, built from
+# recordings of real people, most in other languages (Italian, Czech, Finnish, Catalan). They read
+# our English text with their own letter-to-sound rules, which is fine for separation, and they
+# add women other than slt. Its pitch is a shift in cents applied by sox (formants kept), its
+# speed words per minute (Festival's Duration_Stretch = FESTIVAL_WPM / speed; HTS voices ignore
+# it).
+Speaker = namedtuple("Speaker", "id gender voice variant pitch speed engine",
+                     defaults=("espeak-ng",))
+ENGINES = ("espeak-ng", "flite", "festival")
+FLITE_WPM = 170
+FESTIVAL_WPM = 170
 
 SPEAKERS = [
     # Training and cv: 24 men, each with his own variant.
@@ -75,6 +91,43 @@ SPEAKERS = [
     Speaker("spk52", "F", "en-us", "steph", 50, 170),
     Speaker("spk53", "F", "en-gb-scotland", "f3", 50, 160),
     Speaker("spk54", "F", "en", "Andrea", 50, 175),
+    # Training and cv only (--voices with flite): 8 men and 8 women from flite's voices. slt is
+    # its only woman, so the women are slt at eight pitches and rates.
+    Speaker("fl01", "M", "awb", "", 95, 160, "flite"),
+    Speaker("fl02", "M", "awb", "", 115, 180, "flite"),
+    Speaker("fl03", "M", "awb", "", 135, 150, "flite"),
+    Speaker("fl04", "M", "kal", "", 90, 175, "flite"),
+    Speaker("fl05", "M", "kal", "", 108, 155, "flite"),
+    Speaker("fl06", "M", "kal", "", 125, 185, "flite"),
+    Speaker("fl07", "M", "rms", "", 0, 150, "flite"),
+    Speaker("fl08", "M", "rms", "", 0, 180, "flite"),
+    Speaker("fl09", "F", "slt", "", 165, 150, "flite"),
+    Speaker("fl10", "F", "slt", "", 180, 175, "flite"),
+    Speaker("fl11", "F", "slt", "", 195, 160, "flite"),
+    Speaker("fl12", "F", "slt", "", 210, 185, "flite"),
+    Speaker("fl13", "F", "slt", "", 225, 155, "flite"),
+    Speaker("fl14", "F", "slt", "", 240, 170, "flite"),
+    Speaker("fl15", "F", "slt", "", 255, 180, "flite"),
+    Speaker("fl16", "F", "slt", "", 270, 165, "flite"),
+    # Training and cv only (--voices with festival): 8 men and 8 women at the voice's own pitch
+    # and shifted (slt is left out: flite has it). Median F0 of the unshifted voices: ked 104,
+    # pc 113, hy_fi_mv 82, lp 205, czech_dita 222, suo_fi_lj 170, upc_ca_ona 174 Hz.
+    Speaker("fe01", "M", "ked_diphone", "", 0, 165, "festival"),
+    Speaker("fe02", "M", "ked_diphone", "", -250, 180, "festival"),
+    Speaker("fe03", "M", "ked_diphone", "", 250, 150, "festival"),
+    Speaker("fe04", "M", "pc_diphone", "", 0, 160, "festival"),
+    Speaker("fe05", "M", "pc_diphone", "", 250, 185, "festival"),
+    Speaker("fe06", "M", "pc_diphone", "", -200, 170, "festival"),
+    Speaker("fe07", "M", "hy_fi_mv_diphone", "", 0, 170, "festival"),
+    Speaker("fe08", "M", "hy_fi_mv_diphone", "", 300, 155, "festival"),
+    Speaker("fe09", "F", "lp_diphone", "", 0, 165, "festival"),
+    Speaker("fe10", "F", "lp_diphone", "", -250, 180, "festival"),
+    Speaker("fe11", "F", "czech_dita", "", 0, 170, "festival"),
+    Speaker("fe12", "F", "czech_dita", "", -300, 160, "festival"),
+    Speaker("fe13", "F", "suo_fi_lj_diphone", "", 0, 175, "festival"),
+    Speaker("fe14", "F", "suo_fi_lj_diphone", "", 250, 160, "festival"),
+    Speaker("fe15", "F", "upc_ca_ona_hts", "", 0, 170, "festival"),
+    Speaker("fe16", "F", "upc_ca_ona_hts", "", 300, 170, "festival"),
 ]
 
 # wsj0-2mix tests on speakers never seen in training; cv reuses the training speakers with other
@@ -85,10 +138,12 @@ SPEAKERS = [
 TEST_SPEAKER_IDS = ("spk25", "spk26", "spk27", "spk52", "spk53", "spk54")
 
 
-def speakers_for(split):
-    """Speakers of a split: 'tt' gets the held-out ones, 'tr' and 'cv' the others."""
+def speakers_for(split, engines=ENGINES):
+    """Speakers of a split whose engine is in `engines`: 'tt' gets the held-out ones, 'tr' and
+    'cv' the others."""
     held_out = split == "tt"
-    return [s for s in SPEAKERS if (s.id in TEST_SPEAKER_IDS) == held_out]
+    return [s for s in SPEAKERS
+            if (s.id in TEST_SPEAKER_IDS) == held_out and s.engine in engines]
 
 
 _WORDS = {
@@ -159,7 +214,8 @@ def words_for_duration(speaker, seconds):
     """How many words the speaker needs for about `seconds` of speech.
 
     espeak-ng's -s is in words per minute, but our words are longer than its average, hence
-    the 0.8 (measured: the trimmed duration then lands near the target).
+    the 0.8 (measured: the trimmed duration then lands near the target). flite speakers have
+    their rate in the same unit.
     """
     return max(3, int(round(seconds * speaker.speed / 60.0 * 0.8)))
 
