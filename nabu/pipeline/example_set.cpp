@@ -87,47 +87,58 @@ void ExampleSet::truncate(int64_t count) {
   if (count < size()) examples_.resize(std::max<int64_t>(0, count));
 }
 
-Batch ExampleSet::load(const std::vector<int64_t>& indices) const {
+Batch pad_batch(const std::vector<std::string>& data_names,
+                const std::vector<std::string>& example_names,
+                const std::vector<ExampleTensors>& examples) {
   Batch batch;
-  int64_t count = static_cast<int64_t>(indices.size());
-  for (auto index : indices) batch.names.push_back(examples_.at(index).name);
-  for (std::size_t b = 0; b < data_names_.size(); ++b) {
-    std::vector<torch::Tensor> tensors;
+  batch.names = example_names;
+  int64_t count = static_cast<int64_t>(examples.size());
+  for (std::size_t b = 0; b < data_names.size(); ++b) {
     std::vector<int64_t> lengths;
     int64_t max_length = 0;
-    for (auto index : indices) {
-      const Example& example = examples_[index];
-      const Part& part = example.parts[b];
-      const auto& reader = *stores_[part.store];
-      int64_t length = reader.length(part.row);
-      torch::Tensor tensor;
-      try {
-        tensor = reader.read(part.row).slice(0, 0, length);
-      } catch (const Error& e) {
-        throw DataError(std::string(e.what()) + " (example '" + example.name + "')");
-      }
-      lengths.push_back(length);
-      max_length = std::max(max_length, length);
-      tensors.push_back(tensor);
+    for (const auto& example : examples) {
+      lengths.push_back(example[b].size(0));
+      max_length = std::max(max_length, lengths.back());
     }
-    auto shape = tensors.front().sizes().vec();
+    const torch::Tensor& first = examples.front()[b];
+    auto shape = first.sizes().vec();
     shape[0] = max_length;
     shape.insert(shape.begin(), count);
-    auto padded = torch::zeros(shape, tensors.front().options());
+    auto padded = torch::zeros(shape, first.options());
     for (int64_t i = 0; i < count; ++i) {
-      if (tensors[i].sizes().slice(1) != tensors.front().sizes().slice(1))
-        throw DataError("example '" + batch.names[i] + "' of '" + data_names_[b] +
+      if (examples[i][b].sizes().slice(1) != first.sizes().slice(1))
+        throw DataError("example '" + example_names[i] + "' of '" + data_names[b] +
                         "' has other dimensions than the rest of the batch");
-      padded[i].slice(0, 0, lengths[i]).copy_(tensors[i]);
+      padded[i].slice(0, 0, lengths[i]).copy_(examples[i][b]);
     }
-    batch.data[data_names_[b]] = padded;
-    batch.lengths[data_names_[b]] = torch::tensor(lengths, torch::kLong);
+    batch.data[data_names[b]] = padded;
+    batch.lengths[data_names[b]] = torch::tensor(lengths, torch::kLong);
     if (b == 0) {
       for (auto length : lengths) batch.real_frames += length;
       batch.padded_frames = max_length * count;
     }
   }
   return batch;
+}
+
+Batch ExampleSet::load(const std::vector<int64_t>& indices) const {
+  std::vector<std::string> names;
+  std::vector<ExampleTensors> tensors;
+  for (auto index : indices) {
+    const Example& example = examples_.at(index);
+    names.push_back(example.name);
+    ExampleTensors parts;
+    for (const Part& part : example.parts) {
+      const auto& reader = *stores_[part.store];
+      try {
+        parts.push_back(reader.read(part.row).slice(0, 0, reader.length(part.row)));
+      } catch (const Error& e) {
+        throw DataError(std::string(e.what()) + " (example '" + example.name + "')");
+      }
+    }
+    tensors.push_back(std::move(parts));
+  }
+  return pad_batch(data_names_, names, tensors);
 }
 
 }  // namespace nabu

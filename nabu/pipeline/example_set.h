@@ -13,6 +13,7 @@
 
 #include "nabu/core/config.h"
 #include "nabu/pipeline/batch.h"
+#include "nabu/pipeline/example_source.h"
 #include "nabu/processing/store.h"
 
 namespace nabu {
@@ -27,24 +28,27 @@ class StoreCache {
   std::map<std::string, std::shared_ptr<StoreReader>> readers_;
 };
 
-class ExampleSet {
+class ExampleSet : public ExampleSource {
  public:
   // `segment_length` selects the store of every section ("100", "full", ...).
   ExampleSet(const std::vector<DataBinding>& inputs, const std::vector<DataBinding>& targets,
              const ConfigFile& database, const std::string& segment_length, StoreCache& stores,
              const std::string& what);
 
-  int64_t size() const { return static_cast<int64_t>(examples_.size()); }
-  const std::vector<std::string>& data_names() const { return data_names_; }
+  int64_t size() const override { return static_cast<int64_t>(examples_.size()); }
+  const std::vector<std::string>& data_names() const override { return data_names_; }
   const std::string& example_name(int64_t index) const { return examples_.at(index).name; }
   // Length (frames) of the first input of an example: what bucketing sorts on.
   int64_t length(int64_t index) const { return examples_.at(index).length; }
   std::vector<int64_t> lengths() const;
+  std::vector<int64_t> lengths(int64_t) const override { return lengths(); }
+  bool same_every_epoch() const override { return true; }
   int64_t skipped() const { return skipped_; }
   // Keeps only the first `count` examples (trainset_frac, requested_utts).
   void truncate(int64_t count);
   // Reads and pads the examples `indices`; errors name the store and the example.
   Batch load(const std::vector<int64_t>& indices) const;
+  Batch load(int64_t, const std::vector<int64_t>& indices) const override { return load(indices); }
 
  private:
   struct Part {

@@ -4,11 +4,11 @@
 
 namespace nabu {
 
-InputPipeline::InputPipeline(std::shared_ptr<const ExampleSet> examples, BatchPlanOptions plan,
+InputPipeline::InputPipeline(std::shared_ptr<const ExampleSource> examples, BatchPlanOptions plan,
                              bool cycle, int prefetch, PipelinePosition start)
     : examples_(std::move(examples)), plan_(plan), cycle_(cycle),
       capacity_(static_cast<std::size_t>(std::max(1, prefetch))), position_(start) {
-  batches_per_epoch_ = static_cast<int64_t>(plan_epoch(examples_->lengths(), plan_, 0).size());
+  batches_per_epoch_ = static_cast<int64_t>(plan_epoch(examples_->lengths(0), plan_, 0).size());
   if (batches_per_epoch_ == 0) throw DataError("the data gives no batch");
   start_loader();
 }
@@ -43,13 +43,15 @@ void InputPipeline::loader(PipelinePosition from) {
   // spinning cost the trainer a quarter of its speed. (OpenMP keeps this setting per thread.)
   at::set_num_threads(1);
   try {
-    const auto lengths = examples_->lengths();
+    std::vector<int64_t> lengths;
+    if (examples_->same_every_epoch()) lengths = examples_->lengths(0);
     for (int64_t epoch = from.epoch;; ++epoch) {
       if (!cycle_ && epoch > 0) break;
+      if (!examples_->same_every_epoch()) lengths = examples_->lengths(epoch);
       auto batches = plan_epoch(lengths, plan_, epoch);
       for (int64_t b = epoch == from.epoch ? from.batch : 0;
            b < static_cast<int64_t>(batches.size()); ++b) {
-        Batch batch = examples_->load(batches[b]);
+        Batch batch = examples_->load(epoch, batches[b]);
         PipelinePosition after = b + 1 < static_cast<int64_t>(batches.size())
                                      ? PipelinePosition{epoch, b + 1}
                                      : PipelinePosition{epoch + 1, 0};

@@ -1,4 +1,4 @@
-// A background loader over an ExampleSet: batches are read and padded on their own thread into
+// A background loader over an ExampleSource (stores or dynamic mixtures): batches are read and padded on their own thread into
 // a bounded queue, so the trainer never waits when the data rate allows. Training pipelines cycle
 // over epochs forever; evaluation pipelines make one pass. The position of the next batch the
 // consumer gets is part of the checkpoint.
@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "nabu/pipeline/batch_plan.h"
-#include "nabu/pipeline/example_set.h"
+#include "nabu/pipeline/example_source.h"
 
 namespace nabu {
 
@@ -28,7 +28,7 @@ struct PipelinePosition {
 class InputPipeline {
  public:
   // `cycle`: repeat epochs forever (training); otherwise a single pass over epoch 0.
-  InputPipeline(std::shared_ptr<const ExampleSet> examples, BatchPlanOptions plan, bool cycle,
+  InputPipeline(std::shared_ptr<const ExampleSource> examples, BatchPlanOptions plan, bool cycle,
                 int prefetch = 4, PipelinePosition start = {});
   ~InputPipeline();
   InputPipeline(const InputPipeline&) = delete;
@@ -42,14 +42,14 @@ class InputPipeline {
   void seek(PipelinePosition position);
   // Batches in one epoch (for this rank).
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
-  const ExampleSet& examples() const { return *examples_; }
+  const ExampleSource& examples() const { return *examples_; }
 
  private:
   void start_loader();
   void stop_loader();
   void loader(PipelinePosition from);
 
-  std::shared_ptr<const ExampleSet> examples_;
+  std::shared_ptr<const ExampleSource> examples_;
   BatchPlanOptions plan_;
   bool cycle_;
   std::size_t capacity_;

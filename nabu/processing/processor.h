@@ -18,6 +18,11 @@
 namespace nabu {
 
 enum class StoredType { kFloat32, kBool, kInt32 };
+
+// What the audio of a processor's list line is: one mixture (features, spectra, used bins), the
+// sources of a mixture (targets), or something else (a reference signal, a matrix file). Dynamic
+// mixing hands each processor the signals of its role.
+enum class SignalRole { kMixture, kSources, kOther };
 std::string stored_type_name(StoredType type);
 StoredType stored_type_from_name(const std::string& name);  // throws
 // writer_style of database.conf -> the stored type it asks for.
@@ -53,6 +58,11 @@ class Processor {
   // wav (features, spectra, used bins): `nabu separate` computes them chunk by chunk. Others
   // throw DataError saying they need more than a mixture.
   virtual torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const;
+  virtual SignalRole signal_role() const { return SignalRole::kOther; }
+  // The same as process() from the signals its line would name, in memory (int16 scale): the
+  // mixture for kMixture, every source for kSources. Others throw DataError.
+  virtual torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
+                                        int sample_rate) const;
   // False for processors whose output is not time-first frames (multi-signal raw audio): those
   // are only computed on the fly (reconstruction, scoring), never stored.
   virtual bool storable() const { return true; }

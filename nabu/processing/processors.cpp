@@ -76,6 +76,17 @@ torch::Tensor Processor::process_audio(const torch::Tensor&, int) const {
                   "a second file); it cannot serve a new mixture");
 }
 
+torch::Tensor Processor::process_signals(const std::vector<torch::Tensor>& signals,
+                                         int sample_rate) const {
+  if (signal_role() == SignalRole::kMixture) {
+    if (signals.size() != 1)
+      throw DataError("expected the mixture signal, got " + std::to_string(signals.size()));
+    return process_audio(signals.front(), sample_rate);
+  }
+  throw DataError("this processor's data is not computed from a mixture or its sources alone (a "
+                  "reference signal or a file); it cannot serve a dynamic mixture");
+}
+
 std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
     const torch::Tensor& data, const std::string& segment_length) const {
   return segment_frames(data, segment_length);
@@ -95,25 +106,49 @@ Audio read_checked(const std::vector<std::string>& fields, int* rate) {
   return audio;
 }
 
-// Features of each source wav on the line (one field each), stacked on a new last axis.
-torch::Tensor source_features(const FeatureComputer& computer, const DataLine& line,
-                              int* sample_rate, std::size_t expected_sources = 0) {
+// The source wavs of a line (one field each): int16-scale signals of one length and rate.
+std::vector<torch::Tensor> read_sources(const DataLine& line, int* sample_rate,
+                                        std::size_t expected_sources = 0) {
   if (expected_sources && line.fields.size() != expected_sources)
     throw DataError("expected " + std::to_string(expected_sources) + " source files, got " +
                     std::to_string(line.fields.size()));
   int rate = 0;
-  std::vector<torch::Tensor> features;
-  int64_t length = -1;
+  std::vector<torch::Tensor> signals;
   for (const auto& path : line.fields) {
     Audio audio = read_checked({path}, &rate);
-    if (length >= 0 && audio.samples.size(0) != length)
+    if (!signals.empty() && audio.samples.size(0) != signals.front().size(0))
       throw DataError("source '" + path + "' has " + std::to_string(audio.samples.size(0)) +
-                      " samples but the first source has " + std::to_string(length));
-    length = audio.samples.size(0);
-    features.push_back(computer.compute(audio.samples, audio.sample_rate));
+                      " samples but the first source has " +
+                      std::to_string(signals.front().size(0)));
+    signals.push_back(audio.samples);
   }
   if (sample_rate) *sample_rate = rate;
+  return signals;
+}
+
+// Features of each source signal, stacked on a new last axis.
+torch::Tensor source_features(const FeatureComputer& computer,
+                              const std::vector<torch::Tensor>& signals, int sample_rate,
+                              std::size_t expected_sources = 0) {
+  if (expected_sources && signals.size() != expected_sources)
+    throw DataError("expected " + std::to_string(expected_sources) + " sources, got " +
+                    std::to_string(signals.size()));
+  std::vector<torch::Tensor> features;
+  for (const auto& signal : signals) {
+    if (signal.size(0) != signals.front().size(0))
+      throw DataError("the sources differ in length");
+    features.push_back(computer.compute(signal, sample_rate));
+  }
   return torch::stack(features, -1);
+}
+
+// process() of a processor whose line names the sources: their signals through process_signals.
+torch::Tensor process_source_line(const Processor& processor, const DataLine& line,
+                                  int* sample_rate, std::size_t expected_sources = 0) {
+  int rate = 0;
+  auto signals = read_sources(line, &rate, expected_sources);
+  if (sample_rate) *sample_rate = rate;
+  return processor.process_signals(signals, rate);
 }
 
 torch::Tensor normalise(const torch::Tensor& features, const std::string& mvn_type,
@@ -162,6 +197,7 @@ class AudioFeatProcessor : public Processor {
   torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const override {
     return normalise(computer_->compute(samples, sample_rate), options_.mvn_type, statistics_);
   }
+  SignalRole signal_role() const override { return SignalRole::kMixture; }
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
   bool needs_statistics() const override { return options_.mvn_type == "global"; }
   torch::Tensor statistics_observations(const DataLine& line) const override {
@@ -197,7 +233,12 @@ class AudioMultiSignalProcessor : public Processor {
   explicit AudioMultiSignalProcessor(const SignalOptions& options)
       : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    return source_features(*computer_, line, sample_rate).squeeze(1).t().contiguous();
+    return process_source_line(*this, line, sample_rate);
+  }
+  SignalRole signal_role() const override { return SignalRole::kSources; }
+  torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
+                                int sample_rate) const override {
+    return source_features(*computer_, signals, sample_rate).squeeze(1).t().contiguous();
   }
   bool storable() const override { return false; }
   std::vector<int64_t> nontime_dims() const override { return {}; }
@@ -231,7 +272,12 @@ class OneHotPerFeatureTargetProcessor : public Processor {
       for (int s = 0; s < options_.nrs; ++s) options_.spk_select.push_back(s);
   }
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    auto features = source_features(*computer_, line, sample_rate, options_.nrs);  // [T,F,S]
+    return process_source_line(*this, line, sample_rate, options_.nrs);
+  }
+  SignalRole signal_role() const override { return SignalRole::kSources; }
+  torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
+                                int sample_rate) const override {
+    auto features = source_features(*computer_, signals, sample_rate, options_.nrs);  // [T,F,S]
     auto winner = features.argmax(-1);
     std::vector<torch::Tensor> columns;
     for (int s : options_.spk_select) columns.push_back(winner == s);
@@ -275,6 +321,7 @@ class ScoreLabelPerFeatureProcessor : public Processor {
     auto features = computer_->compute(samples, sample_rate);
     return features > features.max() / options_.mag_thres;
   }
+  SignalRole signal_role() const override { return SignalRole::kMixture; }
   StoredType stored_type() const override { return StoredType::kBool; }
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
 
@@ -299,7 +346,12 @@ class MultiTargetProcessor : public Processor {
   explicit MultiTargetProcessor(const MultiTargetOptions& options)
       : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    auto features = source_features(*computer_, line, sample_rate, options_.nrs);  // [T,F,S]
+    return process_source_line(*this, line, sample_rate, options_.nrs);
+  }
+  SignalRole signal_role() const override { return SignalRole::kSources; }
+  torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
+                                int sample_rate) const override {
+    auto features = source_features(*computer_, signals, sample_rate, options_.nrs);  // [T,F,S]
     if (options_.mvn_type == "None" || options_.mvn_type == "none") return features;
     // Normalised per source, as the original (statistics over all sources' frames).
     return normalise(features.permute({2, 0, 1}), options_.mvn_type, statistics_)
@@ -309,7 +361,9 @@ class MultiTargetProcessor : public Processor {
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim(), options_.nrs}; }
   bool needs_statistics() const override { return options_.mvn_type == "global"; }
   torch::Tensor statistics_observations(const DataLine& line) const override {
-    auto features = source_features(*computer_, line, nullptr, options_.nrs);
+    int rate = 0;
+    auto signals = read_sources(line, &rate, options_.nrs);
+    auto features = source_features(*computer_, signals, rate, options_.nrs);
     return features.permute({2, 0, 1}).reshape({-1, features.size(1)});
   }
   void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }

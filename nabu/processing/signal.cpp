@@ -27,14 +27,17 @@ torch::Tensor make_window(const std::string& name, int64_t length) {
   throw Error("unknown window function '" + name + "' (known: cosine, hanning, hamming, none)");
 }
 
-torch::Tensor snip(const torch::Tensor& signal, const FrameSettings& settings) {
+int64_t snipped_length(int64_t length, const FrameSettings& settings) {
   double fs = settings.sample_rate;
-  double length = static_cast<double>(signal.size(0));
   // int() truncates toward zero, as in the original.
-  int64_t n = static_cast<int64_t>((length - settings.winlen * fs) / (settings.winstep * fs));
+  int64_t n = static_cast<int64_t>((static_cast<double>(length) - settings.winlen * fs) /
+                                   (settings.winstep * fs));
   int64_t keep = python_round(n * settings.winstep * fs + settings.winlen * fs);
-  keep = std::min<int64_t>(std::max<int64_t>(keep, 0), signal.size(0));
-  return signal.slice(0, 0, keep);
+  return std::min<int64_t>(std::max<int64_t>(keep, 0), length);
+}
+
+torch::Tensor snip(const torch::Tensor& signal, const FrameSettings& settings) {
+  return signal.slice(0, 0, snipped_length(signal.size(0), settings));
 }
 
 int64_t num_frames(int64_t length, const FrameSettings& settings) {

@@ -31,6 +31,8 @@ bool is_known_window(const std::string& name);
 // Truncates the signal to a whole number of frame steps after one frame (the original's snip):
 // n = int((len - winlen*fs) / (winstep*fs)); keep round(n*winstep*fs + winlen*fs) samples.
 torch::Tensor snip(const torch::Tensor& signal, const FrameSettings& settings);
+// The number of samples snip() keeps of `length`.
+int64_t snipped_length(int64_t length, const FrameSettings& settings);
 
 // Number of frames framesig() makes of `length` samples.
 int64_t num_frames(int64_t length, const FrameSettings& settings);

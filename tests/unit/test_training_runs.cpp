@@ -34,8 +34,15 @@ using namespace nabu;
 using namespace nabu::testing;
 namespace fs = std::filesystem;
 
-TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
-  const std::string options = "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5";
+// Trains with `options` uninterrupted (exp_a) and killed in the middle of the first stage, then
+// resumed (exp_b): both end bit-identical.
+void expect_resume_after_sigkill_bit_identical(const TempDir& dir_, const std::string& options) {
+  auto train = [&](const std::string& expdir, const std::string& extra) {
+    return run_nabu("train --expdir=" + expdir + " " + tiny_dc(extra), dir_.path());
+  };
+  auto parameters = [&](const std::string& checkpoint) {
+    return load_checkpoint(dir_ / checkpoint, {}).parameters;
+  };
   auto uninterrupted = train("exp_a", options);
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
 
@@ -68,6 +75,30 @@ TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   }
   EXPECT_EQ(nabu::testing::read_text(dir_ / "exp_a/val_sum.json"),
             nabu::testing::read_text(dir_ / "exp_b/val_sum.json"));
+}
+
+TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
+  expect_resume_after_sigkill_bit_identical(
+      dir_, "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5");
+}
+
+TEST_F(TrainingRun, DynamicMixingTrainsOnNewMixturesAndResumesAtTheExactStep) {
+  const std::string mixing = " --set trainer.cfg:trainer:dynamic_mixing=True";
+  // The same updates after a SIGKILL and --resume: the mixtures are a function of the position.
+  expect_resume_after_sigkill_bit_identical(
+      dir_, "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5" + mixing);
+  auto log = nabu::testing::read_text(dir_ / "exp_a/run.log");
+  EXPECT_NE(log.find("dynamic mixing: 16 new mixtures per epoch, 2 sources each, from 32 "
+                     "utterances of 32 speakers"),
+            std::string::npos)
+      << log;
+  // Not the stored mixtures: the first updates' losses differ from a run on the stores.
+  auto stored = train("exp_stored", "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5");
+  ASSERT_EQ(stored.exit_code, 0) << stored.output;
+  auto a = training_losses_by_step(dir_ / "exp_a/100/metrics.jsonl");
+  auto b = training_losses_by_step(dir_ / "exp_stored/100/metrics.jsonl");
+  EXPECT_NE(a[1], b[1]);
+  EXPECT_NE(a[2], b[2]);
 }
 
 TEST_F(TrainingRun, ResumeAcceptsTheRecordedOverridesAndRejectsAChangedOne) {

@@ -238,6 +238,19 @@ class EndToEndTest(unittest.TestCase):
             with open(os.path.join(one, "corpus", "3speakers", "wav8k", "min", "tt",
                                    "allS_wav.scp")) as f:
                 self.assertEqual([len(l.split(" ")) for l in f], [4] * 4)
+            # Each split's sources as Kaldi-style lists for dynamic mixing, as index.tsv says.
+            with open(os.path.join(one, "corpus", "sources", "index.tsv")) as f:
+                rows = [l.rstrip("\n").split("\t") for l in f][1:]
+            with open(os.path.join(one, "corpus", "sources", "tr_wav.scp")) as f:
+                wav_scp = [l.split() for l in f]
+            with open(os.path.join(one, "corpus", "sources", "tr_utt2spk")) as f:
+                utt2spk = dict(l.split() for l in f)
+            train = [r for r in rows if r[2] == "tr"]
+            self.assertEqual(sorted(p for _, p in wav_scp), sorted(r[0] for r in train))
+            for utterance, path in wav_scp:
+                self.assertEqual(os.path.basename(path), utterance + ".wav")
+                self.assertTrue(os.path.exists(os.path.join(one, path)), path)
+                self.assertEqual(utt2spk[utterance], path.split("/")[-2])
             # Same seed, same bytes, wherever it runs.
             for folder, _, files in os.walk(os.path.join(one, "corpus")):
                 for file in files:

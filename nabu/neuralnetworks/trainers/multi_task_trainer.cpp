@@ -77,13 +77,12 @@ MultiTaskTrainer::~MultiTaskTrainer() = default;
 void MultiTaskTrainer::build() {
   const ConfigFile& trainer_cfg = recipe_.get("trainer.cfg");
   const ConfigSection& trainer_section = trainer_cfg.section("trainer");
-  const ConfigFile& database = recipe_.get("database.conf");
   const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
   bank_ = std::make_unique<ModelBank>(recipe_.get("model.cfg"));
   for (std::size_t t = 0; t < options_.tasks.size(); ++t) {
     const ConfigSection& section = trainer_cfg.section(options_.tasks[t]);
     tasks_.push_back(std::make_unique<TaskTrainer>(
-        section, loss_cfg, database, options_, stage_, *bank_, stores_, communicator_.rank(),
+        section, loss_cfg, recipe_, options_, stage_, *bank_, stores_, communicator_.rank(),
         communicator_.world_size(), settings_.seed));
     task_weights_.push_back(options_.task_weight(t));
   }

@@ -4,14 +4,17 @@
 
 #include <optional>
 
+#include <spdlog/spdlog.h>
+
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
+#include "nabu/pipeline/dynamic_mixing.h"
 
 namespace nabu {
 
 TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg,
-                         const ConfigFile& database, const TrainerOptions& options,
+                         const Recipe& recipe, const TrainerOptions& options,
                          const StageSettings& stage, ModelBank& bank, StoreCache& stores, int rank,
                          int world_size, uint64_t seed)
     : spec_(read_task_spec(section, TaskRole::kTrain)),
@@ -19,12 +22,34 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
   std::string what = "training task [" + spec_.name + "]";
   for (std::size_t i = 0; i < spec_.linked_sets.size(); ++i) {
     const LinkedSet& set = spec_.linked_sets[i];
-    auto examples = std::make_shared<ExampleSet>(set.inputs, set.targets, database,
-                                                 stage.segment_length, stores, what);
+    auto stored = std::make_shared<ExampleSet>(set.inputs, set.targets,
+                                               recipe.get("database.conf"), stage.segment_length,
+                                               stores, what);
     // trainset_frac keeps the first int(N * frac) examples (docs/trainer.md).
-    examples->truncate(static_cast<int64_t>(examples->size() * spec_.trainset_frac));
-    if (examples->size() == 0) section.fail("trainset_frac", "leaves no training example");
-    num_examples_ = examples->size();  // the last linked set wins, as in the original
+    stored->truncate(static_cast<int64_t>(stored->size() * spec_.trainset_frac));
+    if (stored->size() == 0) section.fail("trainset_frac", "leaves no training example");
+    num_examples_ = stored->size();  // the last linked set wins, as in the original
+    std::shared_ptr<const ExampleSource> examples = stored;
+    if (options.dynamic_mixing) {
+      // As many new mixtures per epoch as the stores hold examples, so epochs and num_steps keep
+      // their meaning.
+      DynamicMixingOptions mixing;
+      mixing.source_lists = options.dynamic_mixing_sources;
+      mixing.utt2spk = options.dynamic_mixing_utt2spk;
+      mixing.level_range = options.dynamic_mixing_level_range;
+      mixing.examples_per_epoch = stored->size();
+      mixing.segment_length = stage.segment_length;
+      mixing.seed =
+          seed * 1000003ULL + stable_hash("dynamic mixing/" + spec_.name + "/" + set.name);
+      auto mixtures =
+          std::make_shared<DynamicMixtureSet>(recipe, set.inputs, set.targets, mixing, what);
+      if (rank == 0)
+        spdlog::info("task {}: dynamic mixing: {} new mixtures per epoch, {} sources each, from {} "
+                     "utterances of {} speakers",
+                     spec_.name, mixtures->size(), mixtures->num_sources(),
+                     mixtures->pool().sources().size(), mixtures->pool().num_speakers());
+      examples = mixtures;
+    }
     BatchPlanOptions plan;
     plan.batch_size = stage.batch_size;
     plan.numbuckets = options.numbuckets;
@@ -41,7 +66,7 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
 void TaskTrainer::materialize() {
   torch::NoGradGuard no_grad;
   const auto& examples = pipelines_.front().pipeline->examples();
-  Batch batch = examples.load({0});
+  Batch batch = examples.load(0, {0});
   graph_->materialize(model_inputs(batch, spec_.input_names), batch.lengths);
   parameters_ = graph_->parameters();
   gradients_.assign(parameters_.size(), torch::Tensor());

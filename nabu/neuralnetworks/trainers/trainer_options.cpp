@@ -52,6 +52,16 @@ void TrainerOptions::declare(OptionsReader& r) {
     "per segment length: minibatches accumulated per update");
   r("numbuckets", numbuckets, "length buckets for batching (1 = none)");
   r("shuffle", shuffle, "shuffle the examples every epoch (new; False = the original's order)");
+  r("dynamic_mixing", dynamic_mixing,
+    "new: training examples are new mixtures every epoch, made from single-speaker sources and "
+    "computed by the tasks' own processors (docs/dynamic_mixing.md)");
+  r("dynamic_mixing_sources", dynamic_mixing_sources,
+    "new: source lists, 'utterance wav' lines (empty: the sources on the lines of each task's "
+    "target section)");
+  r("dynamic_mixing_utt2spk", dynamic_mixing_utt2spk,
+    "new: 'utterance speaker' lines, so that no mixture has one speaker twice");
+  r("dynamic_mixing_level_range", dynamic_mixing_level_range,
+    "new: relative level of two sources, uniform in +-this many dB");
   r("valid_frequency", valid_frequency, "updates between validations (first one at step 0)");
   r("valid_every_seconds", valid_every_seconds,
     "also validate when this many seconds of training passed since the last validation, "
@@ -152,6 +162,12 @@ void TrainerOptions::declare(OptionsReader& r) {
   r.require(clip_grad_value > 0, "clip_grad_value", "must be positive");
   r.require(clip_grad_norm >= 0, "clip_grad_norm", "must not be negative");
   r.require(prefetch >= 1, "prefetch", "must be at least 1");
+  r.require(dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
+            "must not be negative");
+  r.require(dynamic_mixing || dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
+            "is set but dynamic_mixing is False");
+  r.require(dynamic_mixing_sources.size() > 0 || dynamic_mixing_utt2spk.empty(),
+            "dynamic_mixing_utt2spk", "needs dynamic_mixing_sources (the lists it names speakers of)");
   r.require(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must lie in [0, 1)");
   r.require(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must lie in [0, 1)");
   r.require(adam_epsilon > 0, "adam_epsilon", "must be positive");

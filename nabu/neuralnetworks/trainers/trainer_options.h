@@ -57,6 +57,11 @@ struct TrainerOptions {
   std::string profile_steps;       // new: "A-B", updates to trace and tabulate
   bool log_norms = false;          // new: per-model parameter and gradient norms in metrics
   int prefetch = 4;                // batches the loader keeps ready
+  // New: new training mixtures every epoch (pipeline/dynamic_mixing.h).
+  bool dynamic_mixing = false;
+  std::vector<std::string> dynamic_mixing_sources;
+  std::string dynamic_mixing_utt2spk;
+  double dynamic_mixing_level_range = 5.0;
 
   // The update rule (new; the original always uses Adam with TF's defaults).
   std::string optimizer = "adam";

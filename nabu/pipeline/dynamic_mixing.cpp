@@ -1,0 +1,305 @@
+#include "nabu/pipeline/dynamic_mixing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+#include "nabu/processing/audio.h"
+#include "nabu/processing/audio_stream.h"
+#include "nabu/processing/database_section.h"
+#include "nabu/processing/signal.h"
+
+namespace nabu {
+
+namespace {
+
+constexpr double kFullScale = 32768.0;
+constexpr double kPeak = 0.9;  // of full scale, as wsj0-2mix
+
+// Draws that do not depend on the standard library's distributions, so a mixture is the same
+// on every platform.
+double uniform(std::mt19937_64& rng, double low, double high) {
+  return low + (high - low) * static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+std::size_t below(std::mt19937_64& rng, std::size_t count) {
+  return static_cast<std::size_t>(rng() % count);
+}
+
+torch::Tensor as_stored_type(const torch::Tensor& data, StoredType type) {
+  switch (type) {
+    case StoredType::kBool: return data.to(torch::kBool);
+    case StoredType::kInt32: return data.to(torch::kInt32);
+    case StoredType::kFloat32: break;
+  }
+  return data.to(torch::kFloat32);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+SourcePool SourcePool::from_lists(const std::vector<std::string>& lists,
+                                  const std::string& utt2spk) {
+  SourcePool pool;
+  for (const auto& line : read_data_lines(lists)) {
+    if (line.fields.size() != 1)
+      throw DataError(line.origin + ": expected 'utterance path' for a dynamic mixing source");
+    pool.sources_.push_back({line.utterance, line.fields.front(), line.utterance, 0});
+  }
+  if (!utt2spk.empty()) {
+    std::map<std::string, std::string> speaker_of;
+    for (const auto& line : read_data_lines({utt2spk})) {
+      if (line.fields.size() != 1)
+        throw DataError(line.origin + ": expected 'utterance speaker'");
+      speaker_of[line.utterance] = line.fields.front();
+    }
+    for (auto& source : pool.sources_) {
+      auto it = speaker_of.find(source.name);
+      if (it == speaker_of.end())
+        throw DataError(utt2spk + ": no speaker for utterance '" + source.name + "'");
+      source.speaker = it->second;
+    }
+  }
+  pool.index();
+  return pool;
+}
+
+SourcePool SourcePool::from_source_lines(const std::vector<DataLine>& lines) {
+  SourcePool pool;
+  std::set<std::string> seen;
+  for (const auto& line : lines)
+    for (std::size_t i = 0; i < line.fields.size(); ++i)
+      if (seen.insert(line.fields[i]).second)
+        pool.sources_.push_back({line.utterance + "_s" + std::to_string(i + 1), line.fields[i],
+                                 line.fields[i], 0});
+  pool.index();
+  return pool;
+}
+
+void SourcePool::index() {
+  if (sources_.empty()) throw DataError("dynamic mixing: the source lists name no utterance");
+  std::map<std::string, std::size_t> speaker_index;
+  for (std::size_t i = 0; i < sources_.size(); ++i) {
+    Source& source = sources_[i];
+    AudioReader reader(source.path);
+    if (reader.channels() != 1)
+      throw DataError("dynamic mixing source '" + source.path + "' has " +
+                      std::to_string(reader.channels()) + " channels; expected mono");
+    if (sample_rate_ == 0) sample_rate_ = reader.sample_rate();
+    if (reader.sample_rate() != sample_rate_)
+      throw DataError("dynamic mixing source '" + source.path + "' is at " +
+                      std::to_string(reader.sample_rate()) + " Hz, '" + sources_.front().path +
+                      "' at " + std::to_string(sample_rate_) + " Hz");
+    source.samples = reader.frames();
+    auto [it, added] = speaker_index.emplace(source.speaker, by_speaker_.size());
+    if (added) by_speaker_.emplace_back();
+    by_speaker_[it->second].push_back(i);
+  }
+}
+
+std::vector<std::size_t> SourcePool::draw(std::mt19937_64& rng, int count) const {
+  if (count > num_speakers())
+    throw DataError("dynamic mixing needs " + std::to_string(count) +
+                    " different speakers per mixture; the sources have " +
+                    std::to_string(num_speakers()));
+  // A partial Fisher-Yates shuffle of the speakers: `count` distinct ones, uniformly.
+  std::vector<std::size_t> speakers(by_speaker_.size());
+  for (std::size_t i = 0; i < speakers.size(); ++i) speakers[i] = i;
+  std::vector<std::size_t> chosen;
+  for (int k = 0; k < count; ++k) {
+    std::size_t pick = k + below(rng, speakers.size() - k);
+    std::swap(speakers[k], speakers[pick]);
+    const auto& utterances = by_speaker_[speakers[k]];
+    chosen.push_back(utterances[below(rng, utterances.size())]);
+  }
+  return chosen;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+double active_rms(const torch::Tensor& signal, int sample_rate) {
+  int64_t frame = sample_rate / 50;
+  int64_t count = frame > 0 ? signal.size(0) / frame : 0;
+  if (count == 0) return 0.0;
+  auto energy = signal.slice(0, 0, count * frame)
+                    .to(torch::kFloat64)
+                    .reshape({count, frame})
+                    .square()
+                    .mean(1);
+  double loudest = energy.max().item<double>();
+  if (loudest <= 0) return 0.0;
+  auto active = energy.masked_select(energy >= loudest * std::pow(10.0, -30.0 / 10.0));
+  return std::sqrt(active.mean().item<double>());
+}
+
+MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
+                         const std::vector<double>& gains_db, int sample_rate) {
+  if (sources.size() < 2 || sources.size() != gains_db.size())
+    throw Error("mix_sources: need at least two sources and one gain per source");
+  int64_t length = sources.front().size(0);
+  for (const auto& source : sources) length = std::min(length, source.size(0));
+  std::vector<torch::Tensor> scaled;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    double level = active_rms(sources[i], sample_rate);
+    if (level <= 0) throw DataError("a dynamic mixing source is silent");
+    scaled.push_back(sources[i].slice(0, 0, length).to(torch::kFloat64) / level *
+                     std::pow(10.0, gains_db[i] / 20.0));
+  }
+  auto sum = torch::stack(scaled).sum(0);
+  double peak = sum.abs().max().item<double>();
+  for (const auto& source : scaled) peak = std::max(peak, source.abs().max().item<double>());
+  double factor = kPeak * (kFullScale - 1) / peak;
+  MixedSignals mixed;
+  for (const auto& source : scaled) mixed.sources.push_back(torch::round(source * factor));
+  mixed.mixture = torch::stack(mixed.sources).sum(0);
+  return mixed;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<DataBinding>& inputs,
+                                     const std::vector<DataBinding>& targets,
+                                     DynamicMixingOptions options, const std::string& what)
+    : options_(std::move(options)), what_(what) {
+  const ConfigFile& database = recipe.get("database.conf");
+  std::vector<DataBinding> all = inputs;
+  all.insert(all.end(), targets.begin(), targets.end());
+  std::vector<DataLine> source_lines;
+  for (const auto& binding : all) {
+    if (binding.sections.size() != 1)
+      throw ConfigError(what + ": dynamic mixing takes one database section per input and "
+                               "target; '" + binding.name + "' has " +
+                        std::to_string(binding.sections.size()));
+    const std::string& section_name = binding.sections.front();
+    auto reader = std::make_shared<SectionReader>(recipe, section_name);
+    const Processor& processor = reader->processor();
+    if (processor.signal_role() == SignalRole::kOther || !processor.storable())
+      throw ConfigError(what + ": dynamic mixing cannot compute '" + binding.name +
+                        "' (section [" + section_name + "]): its processor does not take a "
+                        "mixture or its sources alone");
+    bool sources = processor.signal_role() == SignalRole::kSources;
+    if (sources && num_sources_ == 0) {
+      auto section = read_database_section(database.section(section_name), database);
+      source_lines = read_data_lines(section.datafiles);
+      if (source_lines.empty())
+        throw DataError("[" + section_name + "]: its datafiles list no utterance");
+      num_sources_ = static_cast<int>(source_lines.front().fields.size());
+    }
+    data_names_.push_back(binding.name);
+    bindings_.push_back({binding.name, reader, sources});
+  }
+  if (num_sources_ < 2)
+    throw ConfigError(what + ": dynamic mixing needs a target computed from two or more sources "
+                             "(e.g. onehotperfeature_target_processor or "
+                             "multi_target_processor); this task has none");
+  pool_ = std::make_shared<const SourcePool>(
+      options_.source_lists.empty()
+          ? SourcePool::from_source_lines(source_lines)
+          : SourcePool::from_lists(options_.source_lists, options_.utt2spk));
+  if (pool_->num_speakers() < num_sources_)
+    throw DataError(what + ": dynamic mixing needs " + std::to_string(num_sources_) +
+                    " different speakers; the sources have " +
+                    std::to_string(pool_->num_speakers()));
+  if (options_.segment_length != "full") {
+    auto frames = parse_int(options_.segment_length);
+    if (!frames || *frames <= 0)
+      throw ConfigError(what + ": segment length '" + options_.segment_length +
+                        "' is not 'full' or a number of frames");
+    crop_frames_ = *frames;
+  }
+  if (options_.examples_per_epoch <= 0)
+    throw ConfigError(what + ": dynamic mixing needs at least one example per epoch");
+}
+
+int64_t DynamicMixtureSet::predicted_frames(int64_t samples) const {
+  const FeatureOptions* features = bindings_.front().reader->feature_options();
+  if (!features || features->feature == "raw") return samples;
+  FrameSettings settings = features->frames(pool_->sample_rate());
+  return num_frames(snipped_length(samples, settings), settings);
+}
+
+DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) const {
+  std::mt19937_64 rng(stable_hash(std::to_string(options_.seed) + ":" + std::to_string(epoch) +
+                                  ":" + std::to_string(index)));
+  Draw d;
+  d.sources = pool_->draw(rng, num_sources_);
+  // As the corpus: s1 at +g, s2 at -g, further sources at their own g; |g| <= range / 2.
+  double half = options_.level_range / 2.0;
+  double g = uniform(rng, -half, half);
+  d.gains_db = {g, -g};
+  for (int k = 2; k < num_sources_; ++k) d.gains_db.push_back(uniform(rng, -half, half));
+  int64_t samples = pool_->sources()[d.sources.front()].samples;
+  for (auto s : d.sources) samples = std::min(samples, pool_->sources()[s].samples);
+  d.frames = predicted_frames(samples);
+  d.length = d.frames;
+  if (crop_frames_ > 0 && d.frames > crop_frames_) {
+    d.first_frame = static_cast<int64_t>(below(rng, d.frames - crop_frames_ + 1));
+    d.length = crop_frames_;
+  }
+  return d;
+}
+
+std::vector<int64_t> DynamicMixtureSet::lengths(int64_t epoch) const {
+  std::vector<int64_t> out;
+  out.reserve(size());
+  for (int64_t i = 0; i < size(); ++i) out.push_back(draw(epoch, i).length);
+  return out;
+}
+
+MixedSignals DynamicMixtureSet::signals(const Draw& d) const {
+  std::vector<torch::Tensor> sources;
+  for (auto s : d.sources) sources.push_back(read_audio(pool_->sources()[s].path).samples);
+  return mix_sources(sources, d.gains_db, pool_->sample_rate());
+}
+
+std::pair<int64_t, int64_t> DynamicMixtureSet::crop_samples(const Binding& binding,
+                                                            const Draw& d, int64_t samples) const {
+  const FeatureOptions* features = binding.reader->feature_options();
+  if (d.length == d.frames || !features) return {0, samples};  // whole, then sliced
+  if (features->feature == "raw") return {d.first_frame, d.first_frame + d.length};
+  FrameSettings settings = features->frames(pool_->sample_rate());
+  int64_t first = d.first_frame * settings.frame_step();
+  int64_t last = first + (d.length - 1) * settings.frame_step() + settings.frame_length();
+  return {first, std::min(last, samples)};
+}
+
+Batch DynamicMixtureSet::load(int64_t epoch, const std::vector<int64_t>& indices) const {
+  std::vector<std::string> names;
+  std::vector<ExampleTensors> examples;
+  for (auto index : indices) {
+    Draw d = draw(epoch, index);
+    std::string name = "dm" + std::to_string(epoch) + "_" + std::to_string(index);
+    for (auto s : d.sources) name += "_" + pool_->sources()[s].name;
+    try {
+      MixedSignals mixed = signals(d);
+      ExampleTensors tensors;
+      for (const auto& binding : bindings_) {
+        // A crop is computed from its own samples only (5x cheaper than the whole mixture):
+        // frame-local features are exactly the frames of the whole; what a processor computes
+        // over the utterance (used bins' maximum, local MVN) is over the crop.
+        auto [first, last] = crop_samples(binding, d, mixed.mixture.size(0));
+        std::vector<torch::Tensor> signals;
+        if (binding.sources) {
+          for (const auto& source : mixed.sources) signals.push_back(source.slice(0, first, last));
+        } else {
+          signals.push_back(mixed.mixture.slice(0, first, last));
+        }
+        auto data = binding.reader->processor().process_signals(signals, pool_->sample_rate());
+        int64_t start = first == 0 && last == mixed.mixture.size(0) ? d.first_frame : 0;
+        int64_t end = std::min(data.size(0), start + d.length);
+        tensors.push_back(as_stored_type(data.slice(0, std::min(start, end), end),
+                                         binding.reader->processor().stored_type()));
+      }
+      examples.push_back(std::move(tensors));
+    } catch (const DataError& e) {
+      throw DataError(what_ + ": dynamic mixture '" + name + "': " + e.what());
+    }
+    names.push_back(std::move(name));
+  }
+  return pad_batch(data_names_, names, examples);
+}
+
+}  // namespace nabu

@@ -1,0 +1,126 @@
+// Dynamic mixing (docs/dynamic_mixing.md): the training examples of a task are new mixtures every
+// epoch, made on the fly from single-speaker source utterances the way the corpus makes its
+// stored mixtures (active-level normalisation, relative levels, cut to the shortest source), and
+// turned into inputs and targets by the very processors of the task's database sections. A
+// mixture is a pure function of (seed, epoch, index), so a pipeline position is all a checkpoint
+// needs, and ranks shard an epoch like any other.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nabu/core/recipe.h"
+#include "nabu/pipeline/batch.h"
+#include "nabu/pipeline/example_source.h"
+#include "nabu/processing/data_list.h"
+#include "nabu/processing/section_reader.h"
+
+namespace nabu {
+
+// The single-speaker utterances dynamic mixing draws from.
+class SourcePool {
+ public:
+  struct Source {
+    std::string name, path, speaker;
+    int64_t samples = 0;
+  };
+  // Kaldi-style lists: "utt path" lines (wav.scp), and optionally "utt speaker" lines
+  // (utt2spk) so that a mixture never has one speaker twice.
+  static SourcePool from_lists(const std::vector<std::string>& lists, const std::string& utt2spk);
+  // Every field of every line is a source (the s1 s2 ... lists of stored mixtures); speakers
+  // are unknown, so only the same file is never drawn twice for one mixture.
+  static SourcePool from_source_lines(const std::vector<DataLine>& lines);
+
+  const std::vector<Source>& sources() const { return sources_; }
+  int sample_rate() const { return sample_rate_; }
+  int64_t num_speakers() const { return static_cast<int64_t>(by_speaker_.size()); }
+  // `count` sources of `count` different speakers, speakers drawn uniformly, then one of each
+  // one's utterances. Throws DataError when the pool has fewer speakers.
+  std::vector<std::size_t> draw(std::mt19937_64& rng, int count) const;
+
+ private:
+  void index();  // reads every header, checks the rate, groups by speaker
+  std::vector<Source> sources_;
+  std::vector<std::vector<std::size_t>> by_speaker_;
+  int sample_rate_ = 0;
+};
+
+// Active speech level: RMS over the 20 ms frames within 30 dB of the loudest one (the corpus's
+// stand-in for ITU-T P.56). 0 for silence.
+double active_rms(const torch::Tensor& signal, int sample_rate);
+
+struct MixedSignals {
+  torch::Tensor mixture;               // double [N], int16 values
+  std::vector<torch::Tensor> sources;  // the scaled sources, int16 values; they sum to mixture
+};
+
+// wsj0-2mix "min" mixing, as tools/corpus/toy_audio.py mix_sources: each source at the same
+// active level times its gain (dB), all cut to the shortest, everything rescaled jointly so the
+// largest peak is 0.9 of full scale, rounded to int16; the mixture is the exact sum.
+MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
+                         const std::vector<double>& gains_db, int sample_rate);
+
+struct DynamicMixingOptions {
+  std::vector<std::string> source_lists;  // empty: the sources on the task's target lines
+  std::string utt2spk;
+  double level_range = 5.0;  // dB: relative level of two sources in [-range, range]
+  int64_t examples_per_epoch = 0;
+  std::string segment_length = "full";  // "full" or frames: a random crop of that many frames
+  uint64_t seed = 0;
+};
+
+class DynamicMixtureSet : public ExampleSource {
+ public:
+  // One database section per input and target; each section's processor takes the mixture or
+  // its sources (Processor::signal_role). Errors name `what` and the section.
+  DynamicMixtureSet(const Recipe& recipe, const std::vector<DataBinding>& inputs,
+                    const std::vector<DataBinding>& targets, DynamicMixingOptions options,
+                    const std::string& what);
+
+  int64_t size() const override { return options_.examples_per_epoch; }
+  const std::vector<std::string>& data_names() const override { return data_names_; }
+  std::vector<int64_t> lengths(int64_t epoch) const override;
+  bool same_every_epoch() const override { return false; }
+  Batch load(int64_t epoch, const std::vector<int64_t>& indices) const override;
+
+  int num_sources() const { return num_sources_; }
+  const SourcePool& pool() const { return *pool_; }
+
+  // What example `index` of `epoch` is: its sources, gains, and the frames it keeps.
+  struct Draw {
+    std::vector<std::size_t> sources;
+    std::vector<double> gains_db;
+    int64_t frames = 0;       // frames of the whole mixture (first input), predicted
+    int64_t first_frame = 0;  // start of the crop
+    int64_t length = 0;       // frames kept
+  };
+  Draw draw(int64_t epoch, int64_t index) const;
+  // The mixture and sources of a draw (for tests and listening).
+  MixedSignals signals(const Draw& draw) const;
+
+ private:
+  struct Binding {
+    std::string name;
+    std::shared_ptr<SectionReader> reader;
+    bool sources;  // gets the sources (else the mixture)
+  };
+  int64_t predicted_frames(int64_t samples) const;
+  // The samples [first, last) a binding's processor needs for the frames a draw keeps.
+  std::pair<int64_t, int64_t> crop_samples(const Binding& binding, const Draw& d,
+                                           int64_t samples) const;
+
+  DynamicMixingOptions options_;
+  std::string what_;
+  std::vector<std::string> data_names_;
+  std::vector<Binding> bindings_;
+  std::shared_ptr<const SourcePool> pool_;
+  int num_sources_ = 0;
+  int64_t crop_frames_ = 0;  // 0 = full
+};
+
+}  // namespace nabu

@@ -1,0 +1,383 @@
+// Dynamic mixing: the mixing math against a slow reference, the source pool's draws and errors,
+// examples that are the recipe's processors applied to the mixture and its sources, exact crops,
+// and positions and shards that behave like the stores' pipeline.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "nabu/core/error.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/pipeline/dynamic_mixing.h"
+#include "nabu/pipeline/input_pipeline.h"
+#include "nabu/processing/audio.h"
+#include "test_helpers.h"
+
+using namespace nabu;
+using nabu::testing::TempDir;
+using nabu::testing::error_of;
+using nabu::testing::write_text;
+
+namespace {
+
+// Speech-like test signal: a tone in bursts separated by silence (pauses must not count in the
+// active level), int16 scale.
+std::vector<short> bursts(int length, double f0, double amplitude, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> noise(-1.0, 1.0);
+  std::vector<short> out(length);
+  for (int n = 0; n < length; ++n) {
+    bool on = (n / 1600) % 3 != 2;  // 0.2 s on, 0.2 s on, 0.2 s off
+    double t = n / 8000.0;
+    out[n] = on ? static_cast<short>(amplitude * (std::sin(2 * M_PI * f0 * t) + 0.1 * noise(rng)))
+                : 0;
+  }
+  return out;
+}
+
+torch::Tensor as_tensor(const std::vector<short>& samples) {
+  std::vector<double> values(samples.begin(), samples.end());
+  return torch::tensor(values, torch::kFloat64);
+}
+
+// The definition, in loops: RMS over the 20 ms frames within 30 dB of the loudest.
+double reference_active_rms(const std::vector<double>& x, int rate) {
+  std::size_t frame = rate / 50, count = x.size() / frame;
+  std::vector<double> energy(count, 0.0);
+  double loudest = 0;
+  for (std::size_t f = 0; f < count; ++f) {
+    for (std::size_t i = 0; i < frame; ++i) energy[f] += x[f * frame + i] * x[f * frame + i];
+    energy[f] /= frame;
+    loudest = std::max(loudest, energy[f]);
+  }
+  double sum = 0;
+  int active = 0;
+  for (double e : energy)
+    if (e >= loudest * 0.001) sum += e, ++active;
+  return std::sqrt(sum / active);
+}
+
+// A recipe folder with the DC recipe's three training sections (features with global MVN,
+// one-hot targets, used bins) over `mixtures` two-source mixtures of bursts, and a source list
+// of 4 speakers x 3 utterances.
+struct MixingRecipe {
+  TempDir dir;
+  MixingRecipe(int mixtures = 4) {
+    std::string mix_list, source_list, wav_scp, utt2spk;
+    for (int i = 0; i < mixtures; ++i) {
+      std::string name = "m" + std::to_string(i);
+      auto s1 = bursts(9000 + 500 * i, 150 + 20 * i, 4000, i), s2 = bursts(8000, 230, 3000, 50 + i);
+      std::vector<short> mix(8000);
+      for (int n = 0; n < 8000; ++n) mix[n] = static_cast<short>(s1[n] / 2 + s2[n] / 2);
+      s1.resize(8000);
+      nabu::testing::write_pcm16_wav(dir / ("mix/" + name + ".wav"), mix);
+      nabu::testing::write_pcm16_wav(dir / ("s1/" + name + ".wav"), s1);
+      nabu::testing::write_pcm16_wav(dir / ("s2/" + name + ".wav"), s2);
+      mix_list += name + " " + (dir / ("mix/" + name + ".wav")).string() + "\n";
+      source_list += name + " " + (dir / ("s1/" + name + ".wav")).string() + " " +
+                     (dir / ("s2/" + name + ".wav")).string() + "\n";
+    }
+    for (int speaker = 0; speaker < 4; ++speaker)
+      for (int u = 0; u < 3; ++u) {
+        std::string name = "spk" + std::to_string(speaker) + "_" + std::to_string(u);
+        auto path = dir / ("sources/" + name + ".wav");
+        nabu::testing::write_pcm16_wav(
+            path, bursts(6000 + 1700 * u + 300 * speaker, 110 + 45 * speaker + 7 * u,
+                         2000 + 900 * u, 100 + 10 * speaker + u));
+        wav_scp += name + " " + path.string() + "\n";
+        utt2spk += name + " spk" + std::to_string(speaker) + "\n";
+      }
+    write_text(dir / "mix.scp", mix_list);
+    write_text(dir / "allS.scp", source_list);
+    write_text(dir / "sources.scp", wav_scp);
+    write_text(dir / "utt2spk", utt2spk);
+    const std::string stft =
+        "feature = magspec\nwinlen = 0.032\nwinstep = 0.008\nwinfunc = cosine\nnfft = 256\n";
+    write_text(dir / "recipe/feature.cfg",
+               "[processor]\nprocessor = audio_feat_processor\n" + stft +
+                   "mvn_type = global\n");
+    write_text(dir / "recipe/target.cfg",
+               "[processor]\nprocessor = onehotperfeature_target_processor\nnrs = 2\n" + stft);
+    write_text(dir / "recipe/usedbins.cfg",
+               "[processor]\nprocessor = scorelabelperfeature_processor\nmag_thres = 100\n" +
+                   stft);
+    write_text(dir / "recipe/database.conf",
+               "[feat]\ndatafiles = " + (dir / "mix.scp").string() +
+                   "\npreprocess = True\nstore_dir = " + (dir / "stores/feat").string() +
+                   "\nmeanandvar_dir = " + (dir / "stats").string() +
+                   "\nprocessor_config = feature.cfg\n"
+                   "[targets]\ndatafiles = " + (dir / "allS.scp").string() +
+                   "\npreprocess = True\nstore_dir = " + (dir / "stores/targets").string() +
+                   "\nprocessor_config = target.cfg\n"
+                   "[usedbins]\ndatafiles = " + (dir / "mix.scp").string() +
+                   "\npreprocess = True\nstore_dir = " + (dir / "stores/usedbins").string() +
+                   "\nprocessor_config = usedbins.cfg\n");
+    MvnStatistics statistics;
+    statistics.mean = torch::full({129}, 3.0, torch::kFloat64);
+    statistics.std = torch::full({129}, 2.0, torch::kFloat64);
+    statistics.count = 1;
+    std::filesystem::create_directories(dir / "stats");
+    statistics.save(dir / "stats/mvn_stats.h5");
+  }
+  Recipe recipe() const { return Recipe::load(dir / "recipe"); }
+  std::vector<DataBinding> inputs() const { return {{"features", {"feat"}}}; }
+  std::vector<DataBinding> targets() const {
+    return {{"binary_targets", {"targets"}}, {"usedbins", {"usedbins"}}};
+  }
+  DynamicMixingOptions options(const std::string& segment = "full", bool lists = true) const {
+    DynamicMixingOptions o;
+    if (lists) {
+      o.source_lists = {(dir / "sources.scp").string()};
+      o.utt2spk = (dir / "utt2spk").string();
+    }
+    o.examples_per_epoch = 12;
+    o.segment_length = segment;
+    o.seed = 7;
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST(DynamicMixing, ActiveLevelAndMixingMatchASlowReference) {
+  auto a = bursts(12000, 180, 5000, 1), b = bursts(9000, 260, 800, 2);
+  std::vector<double> av(a.begin(), a.end()), bv(b.begin(), b.end());
+  EXPECT_NEAR(active_rms(as_tensor(a), 8000), reference_active_rms(av, 8000), 1e-9);
+  EXPECT_EQ(active_rms(torch::zeros({4000}, torch::kFloat64), 8000), 0.0);
+
+  std::vector<double> gains{1.7, -1.7};
+  auto mixed = mix_sources({as_tensor(a), as_tensor(b)}, gains, 8000);
+  // The reference: same active level times the gain, cut to the shortest, joint peak 0.9.
+  std::size_t length = 9000;
+  double la = reference_active_rms(av, 8000), lb = reference_active_rms(bv, 8000);
+  std::vector<double> sa(length), sb(length);
+  double peak = 0;
+  for (std::size_t n = 0; n < length; ++n) {
+    sa[n] = av[n] / la * std::pow(10.0, gains[0] / 20);
+    sb[n] = bv[n] / lb * std::pow(10.0, gains[1] / 20);
+    peak = std::max({peak, std::abs(sa[n] + sb[n]), std::abs(sa[n]), std::abs(sb[n])});
+  }
+  double factor = 0.9 * 32767 / peak;
+  ASSERT_EQ(mixed.mixture.size(0), static_cast<int64_t>(length));
+  auto s1 = mixed.sources[0].accessor<double, 1>(), s2 = mixed.sources[1].accessor<double, 1>();
+  auto m = mixed.mixture.accessor<double, 1>();
+  double largest = 0;
+  for (std::size_t n = 0; n < length; ++n) {
+    ASSERT_EQ(s1[n], std::round(sa[n] * factor)) << n;
+    ASSERT_EQ(s2[n], std::round(sb[n] * factor)) << n;
+    ASSERT_EQ(m[n], s1[n] + s2[n]) << n;  // the exact sum
+    largest = std::max({largest, std::abs(m[n]), std::abs(s1[n])});
+  }
+  EXPECT_NEAR(largest, 0.9 * 32767, 1.0);
+  // The relative active level is the gain difference (3.4 dB).
+  EXPECT_NEAR(20 * std::log10(active_rms(mixed.sources[0], 8000) /
+                              active_rms(mixed.sources[1], 8000)),
+              3.4, 0.05);
+  EXPECT_NE(error_of([&] {
+              mix_sources({as_tensor(a), torch::zeros({9000}, torch::kFloat64)}, gains, 8000);
+            }).find("silent"),
+            std::string::npos);
+}
+
+TEST(DynamicMixing, PoolDrawsDifferentSpeakersAndNamesBadLists) {
+  MixingRecipe data;
+  auto pool = SourcePool::from_lists({(data.dir / "sources.scp").string()},
+                                     (data.dir / "utt2spk").string());
+  EXPECT_EQ(pool.sources().size(), 12u);
+  EXPECT_EQ(pool.num_speakers(), 4);
+  EXPECT_EQ(pool.sample_rate(), 8000);
+  std::set<std::string> seen_speakers, seen_utterances;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    auto drawn = pool.draw(rng, 3);
+    ASSERT_EQ(drawn.size(), 3u);
+    std::set<std::string> speakers;
+    for (auto s : drawn) {
+      speakers.insert(pool.sources()[s].speaker);
+      seen_utterances.insert(pool.sources()[s].name);
+    }
+    EXPECT_EQ(speakers.size(), 3u);
+    seen_speakers.insert(speakers.begin(), speakers.end());
+  }
+  EXPECT_EQ(seen_speakers.size(), 4u);
+  EXPECT_EQ(seen_utterances.size(), 12u);
+  EXPECT_NE(error_of([&] { pool.draw(rng, 5); }).find("5 different speakers"), std::string::npos);
+
+  // Without utt2spk every utterance is its own speaker; a list of stored mixtures' sources
+  // gives each file once.
+  auto lines = read_data_lines({(data.dir / "allS.scp").string()});
+  EXPECT_EQ(SourcePool::from_source_lines(lines).sources().size(), 8u);
+
+  write_text(data.dir / "short_utt2spk", "spk0_0 spk0\n");
+  EXPECT_NE(error_of([&] {
+              SourcePool::from_lists({(data.dir / "sources.scp").string()},
+                                     (data.dir / "short_utt2spk").string());
+            }).find("no speaker for utterance 'spk0_1'"),
+            std::string::npos);
+  nabu::testing::write_pcm16_wav(data.dir / "fast.wav", bursts(4000, 200, 3000, 9), 16000);
+  write_text(data.dir / "mixed_rates.scp",
+             "a " + (data.dir / "sources/spk0_0.wav").string() + "\nb " +
+                 (data.dir / "fast.wav").string() + "\n");
+  auto message = error_of([&] {
+    SourcePool::from_lists({(data.dir / "mixed_rates.scp").string()}, "");
+  });
+  EXPECT_NE(message.find("fast.wav' is at 16000 Hz"), std::string::npos) << message;
+  write_text(data.dir / "missing.scp", "a " + (data.dir / "nowhere.wav").string() + "\n");
+  message = error_of([&] { SourcePool::from_lists({(data.dir / "missing.scp").string()}, ""); });
+  EXPECT_NE(message.find("nowhere.wav"), std::string::npos) << message;
+}
+
+TEST(DynamicMixing, ExamplesAreTheRecipeProcessorsOnTheMixtureAndItsSources) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  DynamicMixtureSet set(recipe, data.inputs(), data.targets(), data.options(), "task t");
+  EXPECT_EQ(set.num_sources(), 2);
+  EXPECT_EQ(set.size(), 12);
+  SectionReader features(recipe, "feat"), targets(recipe, "targets"), used(recipe, "usedbins");
+  auto lengths = set.lengths(0);
+  for (int64_t index : {0, 5}) {
+    auto draw = set.draw(0, index);
+    EXPECT_NE(set.pool().sources()[draw.sources[0]].speaker,
+              set.pool().sources()[draw.sources[1]].speaker);
+    EXPECT_NEAR(draw.gains_db[0], -draw.gains_db[1], 1e-12);
+    EXPECT_LE(std::abs(draw.gains_db[0]), 2.5);
+    auto mixed = set.signals(draw);
+    auto batch = set.load(0, {index});
+    // Features: the section's processor (global MVN included) on the mixture.
+    auto expected = features.process_audio(mixed.mixture, 8000).to(torch::kFloat32);
+    ASSERT_EQ(batch.data.at("features").size(1), expected.size(0));
+    EXPECT_EQ(lengths[index], expected.size(0)) << "predicted length";
+    EXPECT_TRUE(torch::allclose(batch.data.at("features")[0], expected, 1e-5, 1e-5));
+    // Targets: the one-hot processor on the scaled sources, as if they were s1/s2 files.
+    auto expected_targets = targets.processor().process_signals(mixed.sources, 8000);
+    EXPECT_TRUE(torch::equal(batch.data.at("binary_targets")[0], expected_targets));
+    EXPECT_TRUE(torch::equal(batch.data.at("usedbins")[0], used.process_audio(mixed.mixture, 8000)));
+  }
+  // The same (epoch, index) is the same example; another epoch is another mixture.
+  auto again = set.load(0, {3, 4});
+  EXPECT_TRUE(torch::equal(again.data.at("features"), set.load(0, {3, 4}).data.at("features")));
+  EXPECT_EQ(again.names, set.load(0, {3, 4}).names);
+  EXPECT_NE(again.names, set.load(1, {3, 4}).names);
+}
+
+TEST(DynamicMixing, CropsAreExactlyTheFramesOfTheWholeMixture) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  DynamicMixtureSet whole(recipe, data.inputs(), data.targets(), data.options(), "t");
+  DynamicMixtureSet cropped(recipe, data.inputs(), data.targets(), data.options("20"), "t");
+  int checked = 0;
+  for (int64_t index = 0; index < 12; ++index) {
+    auto d = cropped.draw(0, index);
+    EXPECT_EQ(d.length, std::min<int64_t>(20, d.frames));
+    EXPECT_LE(d.first_frame + d.length, d.frames);
+    auto full = whole.load(0, {index});  // same seed: the same mixture, uncropped
+    auto part = cropped.load(0, {index});
+    ASSERT_EQ(part.data.at("features").size(1), d.length);
+    for (const std::string name : {"features", "binary_targets"}) {
+      auto expected = full.data.at(name)[0].slice(0, d.first_frame, d.first_frame + d.length);
+      EXPECT_TRUE(torch::allclose(part.data.at(name)[0].to(torch::kFloat64),
+                                  expected.to(torch::kFloat64), 1e-4, 1e-4))
+          << name << " of example " << index;
+    }
+    checked += d.first_frame > 0;
+  }
+  EXPECT_GT(checked, 3) << "crops should start at various frames";
+}
+
+TEST(DynamicMixing, PipelinePositionsAndShardsBehaveLikeTheStores) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  auto set = std::make_shared<DynamicMixtureSet>(recipe, data.inputs(), data.targets(),
+                                                 data.options("20"), "t");
+  BatchPlanOptions plan;
+  plan.batch_size = 4;
+  plan.seed = 5;
+  InputPipeline uninterrupted(set, plan, true, 2);
+  std::vector<std::vector<std::string>> expected;
+  PipelinePosition saved;
+  for (int i = 0; i < 8; ++i) {  // 3 batches per epoch
+    if (i == 4) saved = uninterrupted.position();
+    expected.push_back(uninterrupted.next()->names);
+  }
+  EXPECT_EQ(saved, (PipelinePosition{1, 1}));
+  InputPipeline resumed(set, plan, true, 2, saved);
+  for (int i = 4; i < 8; ++i) EXPECT_EQ(resumed.next()->names, expected[i]) << i;
+  std::set<std::string> epoch0(expected[0].begin(), expected[0].end());
+  epoch0.insert(expected[1].begin(), expected[1].end());
+  epoch0.insert(expected[2].begin(), expected[2].end());
+  EXPECT_EQ(epoch0.size(), 12u) << "every example of an epoch once";
+
+  // Two ranks: disjoint examples, the same number of batches.
+  std::set<std::string> seen;
+  for (int rank = 0; rank < 2; ++rank) {
+    BatchPlanOptions sharded = plan;
+    sharded.rank = rank;
+    sharded.world_size = 2;
+    InputPipeline pipeline(set, sharded, false, 2);
+    int batches = 0;
+    while (auto batch = pipeline.next()) {
+      ++batches;
+      for (const auto& name : batch->names) EXPECT_TRUE(seen.insert(name).second) << name;
+    }
+    EXPECT_EQ(batches, 1);
+  }
+}
+
+TEST(DynamicMixing, DefaultPoolAndConfigurationErrors) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  // No source list: the sources on the target section's lines.
+  DynamicMixtureSet from_lines(recipe, data.inputs(), data.targets(), data.options("full", false),
+                               "t");
+  EXPECT_EQ(from_lines.pool().sources().size(), 8u);
+  EXPECT_EQ(from_lines.load(0, {0, 1}).size(), 2);
+
+  auto message = error_of([&] {
+    DynamicMixtureSet(recipe, data.inputs(), {{"usedbins", {"usedbins"}}}, data.options(),
+                      "training task [t]");
+  });
+  EXPECT_NE(message.find("training task [t]: dynamic mixing needs a target computed from two or "
+                         "more sources"),
+            std::string::npos)
+      << message;
+  message = error_of([&] {
+    DynamicMixtureSet(recipe, {{"features", {"feat", "feat"}}}, data.targets(), data.options(),
+                      "t");
+  });
+  EXPECT_NE(message.find("one database section per input and target; 'features' has 2"),
+            std::string::npos)
+      << message;
+  auto options = data.options("abc");
+  message = error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), options, "t"); });
+  EXPECT_NE(message.find("segment length 'abc'"), std::string::npos) << message;
+
+  auto trainer = [](const std::string& keys) {
+    return error_of([&] {
+      read_trainer_options(ConfigFile::parse("[trainer]\ntasks = t\n" + keys, "trainer.cfg"));
+    });
+  };
+  EXPECT_EQ(trainer("dynamic_mixing = True\ndynamic_mixing_sources = a.scp\n"), "");
+  message = trainer("dynamic_mixing_sources = a.scp\n");
+  EXPECT_NE(message.find("trainer.cfg:3: [trainer] dynamic_mixing_sources"), std::string::npos)
+      << message;
+  message = trainer("dynamic_mixing = True\ndynamic_mixing_level_range = -1\n");
+  EXPECT_NE(message.find("dynamic_mixing_level_range"), std::string::npos) << message;
+}
+
+TEST(DynamicMixing, ProcessSignalsEqualsProcessOnTheFiles) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  SectionReader targets(recipe, "targets"), features(recipe, "feat");
+  const DataLine& line = targets.line("m1");
+  std::vector<torch::Tensor> sources;
+  for (const auto& path : line.fields) sources.push_back(read_audio(path).samples);
+  EXPECT_TRUE(torch::equal(targets.read("m1"), targets.processor().process_signals(sources, 8000)));
+  auto mixture = read_audio(features.line("m1").fields[0]).samples;
+  EXPECT_TRUE(torch::equal(features.read("m1"), features.processor().process_signals({mixture}, 8000)));
+  EXPECT_EQ(targets.processor().signal_role(), SignalRole::kSources);
+  EXPECT_EQ(features.processor().signal_role(), SignalRole::kMixture);
+  EXPECT_NE(error_of([&] { features.processor().process_signals(sources, 8000); })
+                .find("expected the mixture signal"),
+            std::string::npos);
+}
