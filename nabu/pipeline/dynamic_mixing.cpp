@@ -158,6 +158,18 @@ MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
   return mixed;
 }
 
+torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t length) {
+  auto contiguous = samples.to(torch::kFloat64).contiguous();
+  std::vector<double> input(contiguous.data_ptr<double>(),
+                            contiguous.data_ptr<double>() + contiguous.numel());
+  Resampler resampler(1000.0 * speed, 1000.0);
+  auto output = resampler.process(input);
+  auto tail = resampler.flush();
+  output.insert(output.end(), tail.begin(), tail.end());
+  output.resize(static_cast<std::size_t>(length), 0.0);
+  return torch::tensor(output, torch::kFloat64);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<DataBinding>& inputs,
@@ -231,8 +243,15 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
   double g = uniform(rng, -half, half);
   d.gains_db = {g, -g};
   for (int k = 2; k < num_sources_; ++k) d.gains_db.push_back(uniform(rng, -half, half));
-  int64_t samples = pool_->sources()[d.sources.front()].samples;
-  for (auto s : d.sources) samples = std::min(samples, pool_->sources()[s].samples);
+  for (auto s : d.sources) d.samples.push_back(pool_->sources()[s].samples);
+  if (options_.speed_range > 0) {
+    // Drawn after everything else, so a run without it sees the same mixtures.
+    for (std::size_t k = 0; k < d.sources.size(); ++k) {
+      d.speeds.push_back(uniform(rng, 1.0 - options_.speed_range, 1.0 + options_.speed_range));
+      d.samples[k] = static_cast<int64_t>(std::floor(d.samples[k] / d.speeds[k]));
+    }
+  }
+  int64_t samples = *std::min_element(d.samples.begin(), d.samples.end());
   d.frames = predicted_frames(samples);
   d.length = d.frames;
   if (crop_frames_ > 0 && d.frames > crop_frames_) {
@@ -251,7 +270,11 @@ std::vector<int64_t> DynamicMixtureSet::lengths(int64_t epoch) const {
 
 MixedSignals DynamicMixtureSet::signals(const Draw& d) const {
   std::vector<torch::Tensor> sources;
-  for (auto s : d.sources) sources.push_back(read_audio(pool_->sources()[s].path).samples);
+  for (std::size_t k = 0; k < d.sources.size(); ++k) {
+    auto samples = read_audio(pool_->sources()[d.sources[k]].path).samples;
+    if (!d.speeds.empty()) samples = change_speed(samples, d.speeds[k], d.samples[k]);
+    sources.push_back(samples);
+  }
   return mix_sources(sources, d.gains_db, pool_->sample_rate());
 }
 

@@ -65,10 +65,16 @@ struct MixedSignals {
 MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
                          const std::vector<double>& gains_db, int sample_rate);
 
+// Speed perturbation as sox's `speed`: the signal played `speed` times faster (tempo, pitch and
+// formants together), by resampling with libsoxr; exactly `length` samples (about N / speed; the
+// resampler's total may differ from that by a sample).
+torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t length);
+
 struct DynamicMixingOptions {
   std::vector<std::string> source_lists;  // empty: the sources on the task's target lines
   std::string utt2spk;
   double level_range = 5.0;  // dB: relative level of two sources in [-range, range]
+  double speed_range = 0.0;  // speed perturbation: each source at a speed in [1-r, 1+r]
   int64_t examples_per_epoch = 0;
   std::string segment_length = "full";  // "full" or frames: a random crop of that many frames
   uint64_t seed = 0;
@@ -95,6 +101,8 @@ class DynamicMixtureSet : public ExampleSource {
   struct Draw {
     std::vector<std::size_t> sources;
     std::vector<double> gains_db;
+    std::vector<double> speeds;               // empty: no speed perturbation
+    std::vector<int64_t> samples;             // of each source after its speed change
     int64_t frames = 0;       // frames of the whole mixture (first input), predicted
     int64_t first_frame = 0;  // start of the crop
     int64_t length = 0;       // frames kept

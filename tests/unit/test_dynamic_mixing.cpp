@@ -381,3 +381,40 @@ TEST(DynamicMixing, ProcessSignalsEqualsProcessOnTheFiles) {
                 .find("expected the mixture signal"),
             std::string::npos);
 }
+
+TEST(DynamicMixing, SpeedPerturbationChangesTempoAndPitchTogether) {
+  // A 200 Hz tone played 1.1 times faster: 10% shorter and at 220 Hz.
+  std::vector<double> tone(16000);
+  for (std::size_t n = 0; n < tone.size(); ++n) tone[n] = 3000 * std::sin(2 * M_PI * 200 * n / 8000.0);
+  auto faster = change_speed(torch::tensor(tone, torch::kFloat64), 1.1, 14545);
+  ASSERT_EQ(faster.size(0), 14545);
+  auto spectrum = torch::fft::rfft(faster.slice(0, 1000, 13000)).abs();
+  double peak_hz = spectrum.argmax().item<int64_t>() * 8000.0 / 12000.0;
+  EXPECT_NEAR(peak_hz, 220.0, 1.0);
+  // The level is kept (a resampler, not a filter), apart from the edges.
+  EXPECT_NEAR(faster.slice(0, 1000, 13000).square().mean().sqrt().item<double>(), 3000 / std::sqrt(2.0),
+              30.0);
+
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  auto options = data.options();
+  options.speed_range = 0.1;
+  DynamicMixtureSet perturbed(recipe, data.inputs(), data.targets(), options, "t");
+  DynamicMixtureSet plain(recipe, data.inputs(), data.targets(), data.options(), "t");
+  for (int64_t index = 0; index < 12; ++index) {
+    auto d = perturbed.draw(0, index), p = plain.draw(0, index);
+    // Same sources and gains as without it; only the speeds are added.
+    EXPECT_EQ(d.sources, p.sources);
+    EXPECT_EQ(d.gains_db, p.gains_db);
+    ASSERT_EQ(d.speeds.size(), 2u);
+    for (std::size_t k = 0; k < 2; ++k) {
+      EXPECT_GE(d.speeds[k], 0.9);
+      EXPECT_LE(d.speeds[k], 1.1);
+      EXPECT_EQ(d.samples[k], static_cast<int64_t>(std::floor(p.samples[k] / d.speeds[k])));
+    }
+    auto mixed = perturbed.signals(d);
+    EXPECT_EQ(mixed.mixture.size(0), std::min(d.samples[0], d.samples[1]));
+    EXPECT_EQ(perturbed.load(0, {index}).data.at("features").size(1), d.frames);
+  }
+  EXPECT_TRUE(plain.draw(0, 0).speeds.empty());
+}

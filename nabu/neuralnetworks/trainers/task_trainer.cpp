@@ -37,6 +37,7 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
       mixing.source_lists = options.dynamic_mixing_sources;
       mixing.utt2spk = options.dynamic_mixing_utt2spk;
       mixing.level_range = options.dynamic_mixing_level_range;
+      mixing.speed_range = options.dynamic_mixing_speed_range;
       mixing.examples_per_epoch = stored->size();
       mixing.segment_length = stage.segment_length;
       mixing.seed =

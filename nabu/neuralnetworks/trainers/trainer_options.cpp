@@ -62,6 +62,9 @@ void TrainerOptions::declare(OptionsReader& r) {
     "new: 'utterance speaker' lines, so that no mixture has one speaker twice");
   r("dynamic_mixing_level_range", dynamic_mixing_level_range,
     "new: relative level of two sources, uniform in +-this many dB");
+  r("dynamic_mixing_speed_range", dynamic_mixing_speed_range,
+    "new: speed perturbation of each source, a speed uniform in 1 +- this (0.1: 0.9 to 1.1; "
+    "tempo, pitch and formants together, as sox speed); 0 = off");
   r("valid_frequency", valid_frequency, "updates between validations (first one at step 0)");
   r("valid_every_seconds", valid_every_seconds,
     "also validate when this many seconds of training passed since the last validation, "
@@ -164,6 +167,8 @@ void TrainerOptions::declare(OptionsReader& r) {
   r.require(prefetch >= 1, "prefetch", "must be at least 1");
   r.require(dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
             "must not be negative");
+  r.require(dynamic_mixing_speed_range >= 0 && dynamic_mixing_speed_range < 0.5,
+            "dynamic_mixing_speed_range", "must be in [0, 0.5)");
   r.require(dynamic_mixing || dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
             "is set but dynamic_mixing is False");
   r.require(dynamic_mixing_sources.size() > 0 || dynamic_mixing_utt2spk.empty(),

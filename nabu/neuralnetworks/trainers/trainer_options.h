@@ -62,6 +62,7 @@ struct TrainerOptions {
   std::vector<std::string> dynamic_mixing_sources;
   std::string dynamic_mixing_utt2spk;
   double dynamic_mixing_level_range = 5.0;
+  double dynamic_mixing_speed_range = 0.0;
 
   // The update rule (new; the original always uses Adam with TF's defaults).
   std::string optimizer = "adam";
