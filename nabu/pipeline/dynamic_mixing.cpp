@@ -207,10 +207,17 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
     throw ConfigError(what + ": dynamic mixing needs a target computed from two or more sources "
                              "(e.g. onehotperfeature_target_processor or "
                              "multi_target_processor); this task has none");
-  pool_ = std::make_shared<const SourcePool>(
-      options_.source_lists.empty()
-          ? SourcePool::from_source_lines(source_lines)
-          : SourcePool::from_lists(options_.source_lists, options_.utt2spk));
+  try {
+    pool_ = std::make_shared<const SourcePool>(
+        options_.source_lists.empty()
+            ? SourcePool::from_source_lines(source_lines)
+            : SourcePool::from_lists(options_.source_lists, options_.utt2spk));
+  } catch (const Error& e) {
+    throw DataError(what + ": dynamic mixing sources (" +
+                    (options_.source_lists.empty() ? std::string("the task's source lines")
+                                                   : "trainer.cfg dynamic_mixing_sources") +
+                    "): " + e.what());
+  }
   if (pool_->num_speakers() < num_sources_)
     throw DataError(what + ": dynamic mixing needs " + std::to_string(num_sources_) +
                     " different speakers; the sources have " +
