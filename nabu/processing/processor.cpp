@@ -1,0 +1,92 @@
+// The processor base (processor.h): the registry, stored types, segmentation and the defaults
+// of the virtual methods. The registered processors are in processors.cpp.
+#include "nabu/processing/processor.h"
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+
+namespace nabu {
+ProcessorRegistry& processor_registry() {
+  static ProcessorRegistry registry("processor");
+  return registry;
+}
+
+ProcessorPtr make_processor(const ConfigFile& processor_config) {
+  const ConfigSection& section = processor_config.section("processor");
+  std::string type = section.get_string("processor");
+  if (!processor_registry().contains(type))
+    section.fail("processor", processor_registry().unknown_message(type));
+  return processor_registry().create(type, section);
+}
+
+std::string stored_type_name(StoredType type) {
+  switch (type) {
+    case StoredType::kFloat32: return "float32";
+    case StoredType::kBool: return "bool";
+    case StoredType::kInt32: return "int32";
+  }
+  return "?";
+}
+
+StoredType stored_type_from_name(const std::string& name) {
+  if (name == "float32") return StoredType::kFloat32;
+  if (name == "bool") return StoredType::kBool;
+  if (name == "int32") return StoredType::kInt32;
+  throw DataError("unknown stored type '" + name + "'");
+}
+
+StoredType stored_type_for_writer_style(const std::string& style) {
+  if (style == "numpy_float_array_as_tfrecord" || style == "float_list_as_tfrecord")
+    return StoredType::kFloat32;
+  if (style == "numpy_bool_array_as_tfrecord") return StoredType::kBool;
+  if (style == "index_list_as_tfrecord") return StoredType::kInt32;
+  throw ConfigError("unknown writer_style '" + style +
+                    "' (known: numpy_float_array_as_tfrecord, numpy_bool_array_as_tfrecord, "
+                    "float_list_as_tfrecord, index_list_as_tfrecord)");
+}
+
+std::vector<std::pair<torch::Tensor, int64_t>> segment_frames(const torch::Tensor& data,
+                                                              const std::string& segment_length) {
+  int64_t frames = data.size(0);
+  if (segment_length == "full") return {{data, frames}};
+  auto length = parse_int(segment_length);
+  if (!length || *length <= 0)
+    throw ConfigError("segment length '" + segment_length + "' is neither full nor positive");
+  int64_t count = frames / *length;
+  if (count < 1) {
+    // Shorter than one segment: zero-padded to the segment length. The real length is kept so
+    // the padding is masked like batch padding (the original reports the padded length).
+    auto shape = data.sizes().vec();
+    shape[0] = *length;
+    auto padded = torch::zeros(shape, data.options());
+    padded.slice(0, 0, frames).copy_(data);
+    return {{padded, frames}};
+  }
+  std::vector<std::pair<torch::Tensor, int64_t>> segments;
+  for (int64_t i = 0; i < count; ++i)
+    segments.emplace_back(data.slice(0, i * *length, (i + 1) * *length), *length);
+  return segments;
+}
+
+torch::Tensor Processor::process_audio(const torch::Tensor&, int) const {
+  throw DataError("this processor needs more than the mixture signal (targets of the sources, "
+                  "a second file); it cannot serve a new mixture");
+}
+
+torch::Tensor Processor::process_signals(const std::vector<torch::Tensor>& signals,
+                                         int sample_rate) const {
+  if (signal_role() == SignalRole::kMixture) {
+    if (signals.size() != 1)
+      throw DataError("expected the mixture signal, got " + std::to_string(signals.size()));
+    return process_audio(signals.front(), sample_rate);
+  }
+  throw DataError("this processor's data is not computed from a mixture or its sources alone (a "
+                  "reference signal or a file); it cannot serve a dynamic mixture");
+}
+
+std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
+    const torch::Tensor& data, const std::string& segment_length) const {
+  return segment_frames(data, segment_length);
+}
+
+}  // namespace nabu
