@@ -1,9 +1,11 @@
-// Input pipeline alone, on the stores of a prepared recipe: batches per second delivered by the
-// background loader, padding waste (padded frames / real frames - 1) with 1 and N buckets, and
-// the peak resident memory.
+// Input pipeline alone, on the stores of a prepared recipe: batches (and examples) per second
+// delivered by the background loader, padding waste (padded frames / real frames - 1) with 1 and
+// N buckets, and the peak resident memory. With --dynamic-mixing the examples are dynamic
+// mixtures of the listed sources (docs/dynamic_mixing.md), as many per epoch as the stores hold.
 //
 //   bench_pipeline --recipe=recipes/SS/DBLSTM/toy_DC_2spk [--task=task_2spk] [--segment=full]
 //                  [--batch=8] [--buckets=1,8] [--epochs=2] [--prefetch=4]
+//                  [--dynamic-mixing=data/corpus/sources/tr_wav.scp,data/corpus/sources/tr_utt2spk]
 //
 // Run from the project root after `nabu data` (the recipe's store paths are relative to it).
 #include <sys/resource.h>
@@ -19,6 +21,7 @@
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/pipeline/dynamic_mixing.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/pipeline/input_pipeline.h"
 
@@ -28,6 +31,7 @@ struct Settings {
   std::string recipe, task = "task_2spk", segment = "full";
   int64_t batch = 8, epochs = 2, prefetch = 4;
   std::vector<int64_t> buckets{1, 8};
+  std::vector<std::string> dynamic_mixing;  // source list, utt2spk (optional)
 };
 
 std::string value_of(const std::string& argument, const std::string& name) {
@@ -45,6 +49,8 @@ Settings parse(int argc, char** argv) {
     else if (!(value = value_of(argument, "batch")).empty()) settings.batch = std::stoll(value);
     else if (!(value = value_of(argument, "epochs")).empty()) settings.epochs = std::stoll(value);
     else if (!(value = value_of(argument, "prefetch")).empty()) settings.prefetch = std::stoll(value);
+    else if (!(value = value_of(argument, "dynamic-mixing")).empty())
+      settings.dynamic_mixing = nabu::split(value, ',');
     else if (!(value = value_of(argument, "buckets")).empty()) {
       settings.buckets.clear();
       for (const auto& field : nabu::split(value, ',')) settings.buckets.push_back(std::stoll(field));
@@ -74,10 +80,22 @@ int main(int argc, char** argv) {
     auto spec = nabu::read_task_spec(trainer.section(settings.task), nabu::TaskRole::kTrain);
     const auto& set = spec.linked_sets.front();
     nabu::StoreCache stores;
-    auto examples = std::make_shared<nabu::ExampleSet>(set.inputs, set.targets,
-                                                       recipe.get("database.conf"),
-                                                       settings.segment, stores, settings.task);
+    auto stored = std::make_shared<nabu::ExampleSet>(set.inputs, set.targets,
+                                                     recipe.get("database.conf"),
+                                                     settings.segment, stores, settings.task);
+    std::shared_ptr<const nabu::ExampleSource> examples = stored;
+    if (!settings.dynamic_mixing.empty()) {
+      nabu::DynamicMixingOptions mixing;
+      mixing.source_lists = {settings.dynamic_mixing.front()};
+      if (settings.dynamic_mixing.size() > 1) mixing.utt2spk = settings.dynamic_mixing[1];
+      mixing.examples_per_epoch = stored->size();
+      mixing.segment_length = settings.segment;
+      mixing.seed = 1;
+      examples = std::make_shared<nabu::DynamicMixtureSet>(recipe, set.inputs, set.targets, mixing,
+                                                           settings.task);
+    }
     std::cout << settings.task << " (" << settings.segment << "): " << examples->size()
+              << (settings.dynamic_mixing.empty() ? " stored" : " dynamic")
               << " examples, batch " << settings.batch << ", " << settings.epochs
               << " epoch(s) per measurement\n";
     for (int64_t buckets : settings.buckets) {
@@ -87,16 +105,19 @@ int main(int argc, char** argv) {
       plan.seed = 1;
       nabu::InputPipeline pipeline(examples, plan, /*cycle=*/true,
                                    static_cast<int>(settings.prefetch));
-      int64_t total = pipeline.batches_per_epoch() * settings.epochs, real = 0, padded = 0;
+      int64_t total = pipeline.batches_per_epoch() * settings.epochs, real = 0, padded = 0,
+              count = 0;
       auto start = std::chrono::steady_clock::now();
       for (int64_t b = 0; b < total; ++b) {
         auto batch = pipeline.next();
         real += batch->real_frames;
+        count += batch->size();
         padded += batch->padded_frames;
       }
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::cout << std::fixed << std::setprecision(1) << "numbuckets " << buckets << ": "
-                << total / seconds << " batches/s, padding waste "
+                << total / seconds << " batches/s (" << count / seconds
+                << " examples/s), padding waste "
                 << 100.0 * (static_cast<double>(padded) / std::max<int64_t>(1, real) - 1.0)
                 << "% (padded/real frames - 1), peak RSS " << peak_rss_mb() << " MB\n";
     }
