@@ -9,8 +9,6 @@
 #include "nabu/core/strings.h"
 #include "nabu/processing/audio.h"
 #include "nabu/processing/audio_stream.h"
-#include "nabu/processing/database_section.h"
-#include "nabu/processing/signal.h"
 
 namespace nabu {
 
@@ -26,15 +24,6 @@ double uniform(std::mt19937_64& rng, double low, double high) {
 }
 std::size_t below(std::mt19937_64& rng, std::size_t count) {
   return static_cast<std::size_t>(rng() % count);
-}
-
-torch::Tensor as_stored_type(const torch::Tensor& data, StoredType type) {
-  switch (type) {
-    case StoredType::kBool: return data.to(torch::kBool);
-    case StoredType::kInt32: return data.to(torch::kInt32);
-    case StoredType::kFloat32: break;
-  }
-  return data.to(torch::kFloat32);
 }
 
 }  // namespace
@@ -176,7 +165,6 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
                                      const std::vector<DataBinding>& targets,
                                      DynamicMixingOptions options, const std::string& what)
     : options_(std::move(options)), what_(what) {
-  const ConfigFile& database = recipe.get("database.conf");
   std::vector<DataBinding> all = inputs;
   all.insert(all.end(), targets.begin(), targets.end());
   std::vector<DataLine> source_lines;
@@ -194,14 +182,13 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
                         "mixture or its sources alone");
     bool sources = processor.signal_role() == SignalRole::kSources;
     if (sources && num_sources_ == 0) {
-      auto section = read_database_section(database.section(section_name), database);
-      source_lines = read_data_lines(section.datafiles);
+      source_lines = reader->lines();
       if (source_lines.empty())
         throw DataError("[" + section_name + "]: its datafiles list no utterance");
       num_sources_ = static_cast<int>(source_lines.front().fields.size());
     }
     data_names_.push_back(binding.name);
-    bindings_.push_back({binding.name, reader, sources});
+    bindings_.push_back({binding.name, reader, sources, Framing::kUnknown, FrameSettings{}});
   }
   if (num_sources_ < 2)
     throw ConfigError(what + ": dynamic mixing needs a target computed from two or more sources "
@@ -222,6 +209,17 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
     throw DataError(what + ": dynamic mixing needs " + std::to_string(num_sources_) +
                     " different speakers; the sources have " +
                     std::to_string(pool_->num_speakers()));
+  // The sample rate is the pool's: each binding's framing is worked out once, not per example.
+  for (auto& binding : bindings_) {
+    const FeatureOptions* features = binding.reader->feature_options();
+    if (!features) continue;
+    if (make_feature_computer(*features)->sample_domain()) {
+      binding.framing = Framing::kSamples;
+    } else {
+      binding.framing = Framing::kFrames;
+      binding.settings = features->frames(pool_->sample_rate());
+    }
+  }
   if (options_.segment_length != "full") {
     auto frames = parse_int(options_.segment_length);
     if (!frames || *frames <= 0)
@@ -234,10 +232,9 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
 }
 
 int64_t DynamicMixtureSet::predicted_frames(int64_t samples) const {
-  const FeatureOptions* features = bindings_.front().reader->feature_options();
-  if (!features || features->feature == "raw") return samples;
-  FrameSettings settings = features->frames(pool_->sample_rate());
-  return num_frames(snipped_length(samples, settings), settings);
+  const Binding& first = bindings_.front();
+  if (first.framing != Framing::kFrames) return samples;
+  return num_frames(snipped_length(samples, first.settings), first.settings);
 }
 
 DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) const {
@@ -285,15 +282,14 @@ MixedSignals DynamicMixtureSet::signals(const Draw& d) const {
   return mix_sources(sources, d.gains_db, pool_->sample_rate());
 }
 
-std::pair<int64_t, int64_t> DynamicMixtureSet::crop_samples(const Binding& binding,
-                                                            const Draw& d, int64_t samples) const {
-  const FeatureOptions* features = binding.reader->feature_options();
-  if (d.length == d.frames || !features) return {0, samples};  // whole, then sliced
-  if (features->feature == "raw") return {d.first_frame, d.first_frame + d.length};
-  FrameSettings settings = features->frames(pool_->sample_rate());
-  int64_t first = d.first_frame * settings.frame_step();
-  int64_t last = first + (d.length - 1) * settings.frame_step() + settings.frame_length();
-  return {first, std::min(last, samples)};
+DynamicMixtureSet::Crop DynamicMixtureSet::crop(const Binding& binding, const Draw& d,
+                                                 int64_t samples) const {
+  if (d.length == d.frames || binding.framing == Framing::kUnknown)
+    return {0, samples, d.first_frame};  // whole, then sliced
+  if (binding.framing == Framing::kSamples)
+    return {d.first_frame, d.first_frame + d.length, 0};
+  int64_t first = d.first_frame * binding.settings.frame_step();
+  return {first, std::min(first + frames_span(d.length, binding.settings), samples), 0};
 }
 
 Batch DynamicMixtureSet::load(int64_t epoch, const std::vector<int64_t>& indices) const {
@@ -310,18 +306,19 @@ Batch DynamicMixtureSet::load(int64_t epoch, const std::vector<int64_t>& indices
         // A crop is computed from its own samples only (5x cheaper than the whole mixture):
         // frame-local features are exactly the frames of the whole; what a processor computes
         // over the utterance (used bins' maximum, local MVN) is over the crop.
-        auto [first, last] = crop_samples(binding, d, mixed.mixture.size(0));
+        Crop part = crop(binding, d, mixed.mixture.size(0));
         std::vector<torch::Tensor> signals;
         if (binding.sources) {
-          for (const auto& source : mixed.sources) signals.push_back(source.slice(0, first, last));
+          for (const auto& source : mixed.sources)
+            signals.push_back(source.slice(0, part.first, part.last));
         } else {
-          signals.push_back(mixed.mixture.slice(0, first, last));
+          signals.push_back(mixed.mixture.slice(0, part.first, part.last));
         }
-        auto data = binding.reader->processor().process_signals(signals, pool_->sample_rate());
-        int64_t start = first == 0 && last == mixed.mixture.size(0) ? d.first_frame : 0;
-        int64_t end = std::min(data.size(0), start + d.length);
-        tensors.push_back(as_stored_type(data.slice(0, std::min(start, end), end),
-                                         binding.reader->processor().stored_type()));
+        const Processor& processor = binding.reader->processor();
+        auto data = processor.process_signals(signals, pool_->sample_rate());
+        int64_t end = std::min(data.size(0), part.skip_frames + d.length);
+        tensors.push_back(data.slice(0, std::min(part.skip_frames, end), end)
+                              .to(stored_scalar_type(processor.stored_type())));
       }
       examples.push_back(std::move(tensors));
     } catch (const DataError& e) {

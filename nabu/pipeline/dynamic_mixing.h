@@ -19,6 +19,7 @@
 #include "nabu/pipeline/example_source.h"
 #include "nabu/processing/data_list.h"
 #include "nabu/processing/section_reader.h"
+#include "nabu/processing/signal.h"
 
 namespace nabu {
 
@@ -112,15 +113,23 @@ class DynamicMixtureSet : public ExampleSource {
   MixedSignals signals(const Draw& draw) const;
 
  private:
+  // How a binding's frames relate to samples: through the STFT framing of its features, one
+  // frame per sample (raw audio), or unknown (no feature options: computed whole, then sliced).
+  enum class Framing { kFrames, kSamples, kUnknown };
   struct Binding {
     std::string name;
     std::shared_ptr<SectionReader> reader;
     bool sources;  // gets the sources (else the mixture)
+    Framing framing;
+    FrameSettings settings;  // for kFrames
+  };
+  // The samples [first, last) a binding's processor is given for the frames a draw keeps, and
+  // the frames of its result to skip before them.
+  struct Crop {
+    int64_t first, last, skip_frames;
   };
   int64_t predicted_frames(int64_t samples) const;
-  // The samples [first, last) a binding's processor needs for the frames a draw keeps.
-  std::pair<int64_t, int64_t> crop_samples(const Binding& binding, const Draw& d,
-                                           int64_t samples) const;
+  Crop crop(const Binding& binding, const Draw& d, int64_t samples) const;
 
   DynamicMixingOptions options_;
   std::string what_;

@@ -112,8 +112,8 @@ Separation TaskSeparation::reconstruct(const std::string& utterance, const Tenso
   separation.masks = reconstructor_->masks(outputs, usedbins);
   const FeatureOptions& features = *mixture_->feature_options();
   FrameSettings settings = features.frames(separation.sample_rate);
-  // The snipped signal: (T-1) steps plus one frame.
-  int64_t length = (spectrum.size(0) - 1) * settings.frame_step() + settings.frame_length();
+  // The snipped signal.
+  int64_t length = frames_span(spectrum.size(0), settings);
   separation.signals = masks_to_signals(separation.masks, spectrum, settings, length);
   return separation;
 }
@@ -162,7 +162,7 @@ torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int
   if (usedbins_) usedbins = usedbins_->process_audio(samples, sample_rate);
   auto masks = reconstructor_->masks(one, usedbins);
   FrameSettings settings = mixture_->feature_options()->frames(sample_rate);
-  int64_t length = (spectrum.size(0) - 1) * settings.frame_step() + settings.frame_length();
+  int64_t length = frames_span(spectrum.size(0), settings);
   return masks_to_signals(masks, spectrum, settings, length, /*normalise=*/false);
 }
 

@@ -28,6 +28,15 @@ std::string stored_type_name(StoredType type) {
   return "?";
 }
 
+torch::ScalarType stored_scalar_type(StoredType type) {
+  switch (type) {
+    case StoredType::kFloat32: return torch::kFloat32;
+    case StoredType::kBool: return torch::kBool;
+    case StoredType::kInt32: return torch::kInt32;
+  }
+  return torch::kFloat32;
+}
+
 StoredType stored_type_from_name(const std::string& name) {
   if (name == "float32") return StoredType::kFloat32;
   if (name == "bool") return StoredType::kBool;

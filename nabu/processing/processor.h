@@ -24,6 +24,7 @@ enum class StoredType { kFloat32, kBool, kInt32 };
 // mixing hands each processor the signals of its role.
 enum class SignalRole { kMixture, kSources, kOther };
 std::string stored_type_name(StoredType type);
+torch::ScalarType stored_scalar_type(StoredType type);  // the tensor dtype of a stored type
 StoredType stored_type_from_name(const std::string& name);  // throws
 // writer_style of database.conf -> the stored type it asks for.
 StoredType stored_type_for_writer_style(const std::string& writer_style);  // throws

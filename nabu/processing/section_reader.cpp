@@ -29,6 +29,11 @@ void SectionReader::load_list() const {
   loaded_ = true;
 }
 
+const std::vector<DataLine>& SectionReader::lines() const {
+  load_list();
+  return lines_;
+}
+
 bool SectionReader::has(const std::string& utterance) const {
   load_list();
   return index_.count(utterance) > 0;

@@ -23,6 +23,8 @@ class SectionReader {
   SectionReader(const Recipe& recipe, const std::string& section_name);
 
   const std::string& section() const { return section_; }
+  // Every line of the section's datafiles (read when first needed).
+  const std::vector<DataLine>& lines() const;
   bool has(const std::string& utterance) const;
   const DataLine& line(const std::string& utterance) const;
   // The processed data of an utterance of the list; errors name the section and utterance.

@@ -40,6 +40,10 @@ torch::Tensor snip(const torch::Tensor& signal, const FrameSettings& settings) {
   return signal.slice(0, 0, snipped_length(signal.size(0), settings));
 }
 
+int64_t frames_span(int64_t frames, const FrameSettings& settings) {
+  return (frames - 1) * settings.frame_step() + settings.frame_length();
+}
+
 int64_t num_frames(int64_t length, const FrameSettings& settings) {
   int64_t frame_length = settings.frame_length(), step = settings.frame_step();
   if (length <= frame_length) return 1;

@@ -36,6 +36,8 @@ int64_t snipped_length(int64_t length, const FrameSettings& settings);
 
 // Number of frames framesig() makes of `length` samples.
 int64_t num_frames(int64_t length, const FrameSettings& settings);
+// The samples `frames` consecutive frames cover: (frames - 1) steps plus one frame.
+int64_t frames_span(int64_t frames, const FrameSettings& settings);
 
 // Frames [T, frame_length] of a 1-D signal, zero-padded at the end, multiplied by the window.
 torch::Tensor frame_signal(const torch::Tensor& signal, const FrameSettings& settings);

@@ -24,15 +24,6 @@ const H5::PredType& h5_type(StoredType type) {
   return H5::PredType::NATIVE_FLOAT;
 }
 
-torch::ScalarType torch_type(StoredType type) {
-  switch (type) {
-    case StoredType::kFloat32: return torch::kFloat32;
-    case StoredType::kBool: return torch::kBool;
-    case StoredType::kInt32: return torch::kInt32;
-  }
-  return torch::kFloat32;
-}
-
 int64_t element_size(StoredType type) { return type == StoredType::kFloat32 ? 4 : type == StoredType::kBool ? 1 : 4; }
 
 void write_string_attribute(H5::H5Object& object, const std::string& name,
@@ -165,7 +156,8 @@ void StoreWriter::append(const std::string& name, const torch::Tensor& data, int
   if (data.dim() < 1 || data.numel() != data.size(0) * row_size_)
     throw DataError("example '" + name + "' has shape " + std::to_string(data.numel()) +
                     " elements where rows of " + std::to_string(row_size_) + " were expected");
-  auto rows = data.reshape({data.size(0), row_size_}).to(torch_type(metadata_.stored_type))
+  auto rows = data.reshape({data.size(0), row_size_})
+                  .to(stored_scalar_type(metadata_.stored_type))
                   .contiguous();
   names_.push_back(name);
   offsets_.push_back(rows_ + pending_rows_);
@@ -295,7 +287,7 @@ torch::Tensor StoreReader::read(int64_t index) const {
       impl_->data.getSpace().getSimpleExtentDims(dims);
       rows = static_cast<int64_t>(dims[0]) - offset;
     }
-    auto tensor = torch::empty({rows, row_size}, torch_type(metadata_.stored_type));
+    auto tensor = torch::empty({rows, row_size}, stored_scalar_type(metadata_.stored_type));
     if (rows > 0) {
       H5::DataSpace file_space = impl_->data.getSpace();
       hsize_t start[2] = {static_cast<hsize_t>(offset), 0};
