@@ -205,6 +205,14 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
                                                    : "trainer.cfg dynamic_mixing_sources") +
                     "): " + e.what());
   }
+  // Features of a mixture at another rate would mean something else than the stores' (other
+  // frame lengths and bins): the sources must be at the rate of the task's own training data.
+  const std::string& training_file = source_lines.front().fields.front();
+  int training_rate = AudioReader(training_file).sample_rate();
+  if (pool_->sample_rate() != training_rate)
+    throw DataError(what + ": dynamic mixing sources are at " +
+                    std::to_string(pool_->sample_rate()) + " Hz, the task's training data ('" +
+                    training_file + "') at " + std::to_string(training_rate) + " Hz");
   if (pool_->num_speakers() < num_sources_)
     throw DataError(what + ": dynamic mixing needs " + std::to_string(num_sources_) +
                     " different speakers; the sources have " +

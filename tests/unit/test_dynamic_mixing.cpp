@@ -348,6 +348,22 @@ TEST(DynamicMixing, DefaultPoolAndConfigurationErrors) {
   EXPECT_NE(message.find("one database section per input and target; 'features' has 2"),
             std::string::npos)
       << message;
+  // Sources at another rate than the task's training data.
+  std::string fast_list;
+  for (int speaker = 0; speaker < 2; ++speaker) {
+    auto path = data.dir / ("fast/" + std::to_string(speaker) + ".wav");
+    nabu::testing::write_pcm16_wav(path, bursts(9000, 200 + 50 * speaker, 3000, speaker), 16000);
+    fast_list += "f" + std::to_string(speaker) + " " + path.string() + "\n";
+  }
+  write_text(data.dir / "fast.scp", fast_list);
+  auto fast = data.options();
+  fast.source_lists = {(data.dir / "fast.scp").string()};
+  fast.utt2spk.clear();
+  message = error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), fast, "t"); });
+  EXPECT_NE(message.find("t: dynamic mixing sources are at 16000 Hz, the task's training data"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("at 8000 Hz"), std::string::npos) << message;
   auto options = data.options("abc");
   message = error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), options, "t"); });
   EXPECT_NE(message.find("segment length 'abc'"), std::string::npos) << message;
