@@ -170,6 +170,33 @@ def speak(speaker, text, path):
              "-p", str(speaker.pitch), "-s", str(speaker.speed), "-w", path, text])
 
 
+# espeak-ng's phoneme mnemonics (-x) mark stress and syllable boundaries with these characters;
+# they are not phones.
+_PHONEME_MARKS = "',;%=_|"
+
+
+def phonemes(speaker, text):
+    """The phones of `text` as espeak-ng's -x mnemonics, one list entry per phone, stress marks
+    removed. espeak-ng voices give the phones of their own accent, which is what they speak;
+    flite and Festival voices are transcribed with espeak-ng's en-us (an approximation of
+    their own lexicons)."""
+    language = speaker.voice if speaker.engine == "espeak-ng" else "en-us"
+    done = subprocess.run(["espeak-ng", "-q", "-x", "--sep=_", "-v", language, text],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+    if done.returncode != 0:
+        raise CorpusError("espeak-ng -x failed on '%s' (exit %d)" % (text, done.returncode))
+    phones = []
+    for word in done.stdout.split():
+        for phone in word.split("_"):
+            phone = "".join(c for c in phone if c not in _PHONEME_MARKS)
+            if phone:
+                phones.append(phone)
+    if not phones:
+        raise CorpusError("espeak-ng gave no phonemes for '%s'" % text)
+    return phones
+
+
 def check_variants(speakers, probe="one two three"):
     """Raises CorpusError for a speaker whose espeak-ng variant does not exist.
 
