@@ -70,6 +70,8 @@ class Processor {
   // The feature options, for processors that compute features (reconstruction needs the STFT
   // settings of org_mix).
   virtual const FeatureOptions* feature_options() const { return nullptr; }
+  // The labels of processors whose data are label indices (text_processor): index -> label.
+  virtual const std::vector<std::string>* alphabet() const { return nullptr; }
   virtual StoredType stored_type() const { return StoredType::kFloat32; }
   // Dimensions after time ([dim], [dim, S], ...).
   virtual std::vector<int64_t> nontime_dims() const = 0;

@@ -209,7 +209,8 @@ void StoreWriter::commit() {
       hsize_t dims = metadata_.nontime_dims.size();
       auto attribute =
           file.createAttribute("nontime_dims", H5::PredType::NATIVE_INT64, H5::DataSpace(1, &dims));
-      attribute.write(H5::PredType::NATIVE_INT64, metadata_.nontime_dims.data());
+      // A 0-D sequence (labels) has no non-time dimensions: an empty attribute, nothing to write.
+      if (dims) attribute.write(H5::PredType::NATIVE_INT64, metadata_.nontime_dims.data());
       write_string_attribute(file, "section", metadata_.section);
       write_string_attribute(file, "segment_length", metadata_.segment_length);
       write_string_attribute(file, "writer_style", metadata_.writer_style);

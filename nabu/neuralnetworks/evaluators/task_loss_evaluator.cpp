@@ -91,10 +91,10 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
       auto batch = pipeline.next();
       if (!batch) break;
       if (b % world != rank) continue;
-      const auto& lengths = batch->lengths.at(spec_.input_names.front());
       auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
                                      /*training=*/false);
-      auto loss = (*loss_)(batch_targets(*batch, spec_.target_names), outputs, lengths);
+      auto loss =
+          batch_loss(*loss_, *batch, spec_.input_names.front(), spec_.target_names, outputs);
       result.loss += data.weight * loss.loss.item<double>();
       result.norm += data.weight * loss.norm.item<double>();
       result.batches += 1;

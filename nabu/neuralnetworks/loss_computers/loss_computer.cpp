@@ -4,6 +4,14 @@
 
 namespace nabu {
 
+LossResult batch_loss(LossComputer& loss, const Batch& batch, const std::string& first_input,
+                      const std::vector<std::string>& target_names, const TensorMap& outputs) {
+  TensorMap target_lengths;
+  for (const auto& name : target_names) target_lengths[name] = batch.lengths.at(name);
+  return loss(batch_targets(batch, target_names), outputs, batch.lengths.at(first_input),
+              LossComputer::SequenceInfo{target_lengths, batch.names});
+}
+
 LossRegistry& loss_registry() {
   static LossRegistry registry("loss_type");
   return registry;

@@ -13,6 +13,7 @@
 #include "nabu/core/options.h"
 #include "nabu/core/registry.h"
 #include "nabu/neuralnetworks/tensor_map.h"
+#include "nabu/pipeline/batch.h"
 
 namespace nabu {
 
@@ -28,12 +29,27 @@ class LossComputer {
   // Targets stored as bool arrive as torch::kBool or kUInt8; losses convert as they need.
   virtual LossResult operator()(const TensorMap& targets, const TensorMap& outputs,
                                 const torch::Tensor& seq_lengths) = 0;
+  // What losses over label sequences (ctc) need beyond that: each target's own lengths and the
+  // example names for errors. The others ignore them.
+  struct SequenceInfo {
+    const TensorMap& target_lengths;  // int64 [B] per target name
+    const std::vector<std::string>& example_names;
+  };
+  virtual LossResult operator()(const TensorMap& targets, const TensorMap& outputs,
+                                const torch::Tensor& seq_lengths, const SequenceInfo& sequences) {
+    return (*this)(targets, outputs, seq_lengths);
+  }
   // Names this loss reads (for `nabu check` and clear errors before training starts).
   virtual std::vector<std::string> target_names() const = 0;
   virtual std::vector<std::string> output_names() const = 0;
 };
 
 using LossPtr = std::shared_ptr<LossComputer>;
+
+// The loss of one batch: its targets (with their lengths and the example names) against the model
+// outputs, with the sequence lengths of the first input.
+LossResult batch_loss(LossComputer& loss, const Batch& batch, const std::string& first_input,
+                      const std::vector<std::string>& target_names, const TensorMap& outputs);
 // The factory receives the loss options section (the loss.cfg section named by the task's
 // loss_type, without its `loss_type` key; an empty section when there is no loss.cfg).
 using LossRegistry = Registry<LossPtr, const ConfigSection&>;

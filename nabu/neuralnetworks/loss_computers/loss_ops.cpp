@@ -82,6 +82,18 @@ torch::Tensor real_frames(const torch::Tensor& seq_lengths, int64_t frames,
       .to(like.device());
 }
 
+std::pair<std::string, torch::Tensor> pick_tensor(const TensorMap& tensors, const std::string& name,
+                                                  const std::string& key, const std::string& what) {
+  if (!name.empty()) return {name, get_tensor(tensors, name, what)};
+  if (tensors.size() != 1) {
+    std::vector<std::string> names;
+    for (const auto& entry : tensors) names.push_back(entry.first);
+    throw Error(what + ": there are " + std::to_string(tensors.size()) + " " + key + "s (" +
+                join(names, ", ") + "); name one with `" + key + " = NAME` in the loss.cfg section");
+  }
+  return *tensors.begin();
+}
+
 torch::Tensor as_dtype_of(const torch::Tensor& tensor, const torch::Tensor& like) {
   return tensor.to(like.device(), like.scalar_type());
 }

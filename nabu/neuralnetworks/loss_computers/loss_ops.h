@@ -31,6 +31,10 @@ void check_frames(const std::vector<std::pair<std::string, torch::Tensor>>& tens
 void expect_same_shape(const torch::Tensor& a, const std::string& a_name, const torch::Tensor& b,
                        const std::string& b_name, const std::string& what);
 
+// The tensor called `name`, or with an empty name the only one; `key` ("target"/"output") is the
+// loss.cfg key that names it, for the error when there are several.
+std::pair<std::string, torch::Tensor> pick_tensor(const TensorMap& tensors, const std::string& name,
+                                                  const std::string& key, const std::string& what);
 // [B, T] mask (1 on real frames) in the dtype and device of `like`.
 torch::Tensor real_frames(const torch::Tensor& seq_lengths, int64_t frames,
                           const torch::Tensor& like);

@@ -182,8 +182,8 @@ class RegressionLoss : public LossComputer {
   LossResult operator()(const TensorMap& targets, const TensorMap& outputs,
                         const torch::Tensor& seq_lengths) override {
     const std::string what = absolute_ ? "loss l1" : "loss mse";
-    auto [target_name, target] = pick(targets, options_.target, "target", what);
-    auto [output_name, output] = pick(outputs, options_.output, "output", what);
+    auto [target_name, target] = pick_tensor(targets, options_.target, "target", what);
+    auto [output_name, output] = pick_tensor(outputs, options_.output, "output", what);
     expect_same_shape(output, output_name, target, target_name, what);
     check_frames({{output_name, output}, {target_name, target}}, seq_lengths, what);
     const int64_t batch = output.size(0), frames = output.size(1);
@@ -215,21 +215,6 @@ class RegressionLoss : public LossComputer {
   }
 
  private:
-  static std::pair<std::string, torch::Tensor> pick(const TensorMap& tensors,
-                                                    const std::string& name,
-                                                    const std::string& key,
-                                                    const std::string& what) {
-    if (!name.empty()) return {name, get_tensor(tensors, name, what)};
-    if (tensors.size() != 1) {
-      std::vector<std::string> names;
-      for (const auto& entry : tensors) names.push_back(entry.first);
-      throw Error(what + ": there are " + std::to_string(tensors.size()) + " " + key +
-                  "s (" + join(names, ", ") + "); name one with `" + key +
-                  " = NAME` in the loss.cfg section");
-    }
-    return *tensors.begin();
-  }
-
   RegressionOptions options_;
   bool absolute_;
 };

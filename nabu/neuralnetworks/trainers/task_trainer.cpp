@@ -106,10 +106,10 @@ void TaskTrainer::run_minibatch() {
     torch::Tensor loss;
     {
       RECORD_USER_SCOPE("nabu::forward");
-      const auto& lengths = batch->lengths.at(spec_.input_names.front());
       auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
                                      /*training=*/true);
-      auto result = (*loss_)(batch_targets(*batch, spec_.target_names), outputs, lengths);
+      auto result =
+          batch_loss(*loss_, *batch, spec_.input_names.front(), spec_.target_names, outputs);
       loss = result.loss * set.weight;
       loss_sum_ += loss.item<double>();
       norm_sum_ += result.norm.item<double>() * set.weight;
