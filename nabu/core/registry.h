@@ -96,7 +96,10 @@ std::function<std::vector<std::string>(const ConfigSection&)> options_checker(st
     try {
       options.declare(reader);
     } catch (const ConfigError& e) {
+      // declare stopped at this key: the keys after it were never declared, so reporting
+      // unknown keys now would name good ones.
       problems.push_back(e.what());
+      return problems;
     }
     for (auto& problem : reader.unknown_key_problems(what)) problems.push_back(problem);
     return problems;
