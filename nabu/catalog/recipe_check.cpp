@@ -9,6 +9,7 @@
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/processor.h"
@@ -36,7 +37,7 @@ class RecipeChecker {
   void run() {
     for (const char* required : {"database.conf", "model.cfg", "trainer.cfg",
                                  "validation_evaluator.cfg", "test_evaluator.cfg",
-                                 "reconstructor.cfg", "scorer.cfg"})
+                                 "scorer.cfg"})
       if (!recipe_.has(required))
         problem(recipe_.dir().string() + ": missing " + std::string(required));
     database_ = recipe_.find("database.conf");
@@ -221,6 +222,15 @@ class RecipeChecker {
         continue;
       }
       check_task(*section, TaskRole::kTest, evaluator);
+      if (is_recognition_task(recipe_, task)) {
+        // Decoded and scored by error rate (docs/recognition.md): no reconstructor.
+        for (const auto& message : check_recognition_task(recipe_, task)) problem(message);
+        continue;
+      }
+      if (!reconstructors && !missing_reconstructors_reported_) {
+        problem(recipe_.dir().string() + ": missing reconstructor.cfg");
+        missing_reconstructors_reported_ = true;
+      }
       check_references(reconstructors, task, {"org_mix", "usedbins"});
       check_references(scorers, task, {"org_src", "base", "spkinfo", "noise"});
       check_postprocessing(reconstructors, scorers, task);
@@ -277,6 +287,7 @@ class RecipeChecker {
   Recipe recipe_;
   const ConfigFile* database_ = nullptr;
   const ConfigFile* loss_cfg_ = nullptr;
+  bool missing_reconstructors_reported_ = false;
   std::vector<std::string> training_tasks_;
 };
 

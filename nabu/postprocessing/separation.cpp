@@ -76,6 +76,81 @@ std::unique_ptr<TaskSeparation> Separator::task(const std::string& name, bool wi
   return task;
 }
 
+EvaluationResult Separator::evaluate_outputs(const std::string& task, int64_t max_utterances,
+                                             const OutputsCallback& on_utterance) {
+  const ConfigFile& test_cfg = recipe_.get("test_evaluator.cfg");
+  const ConfigSection& section = test_cfg.section(task);
+  auto evaluator = make_evaluator(EvaluatorContext{
+      section, TaskRole::kTest, test_cfg.find_section("evaluator"), recipe_.get("database.conf"),
+      segment_, *bank_, make_loss(section, recipe_.find("loss.cfg")), stores_, 2});
+  const auto& spec = evaluator->spec();
+  {
+    // The weights, loaded before the evaluator's first forward pass.
+    torch::NoGradGuard no_grad;
+    ExampleSet examples(spec.linked_sets.front().inputs, spec.linked_sets.front().targets,
+                        recipe_.get("database.conf"), segment_, stores_,
+                        "test task [" + task + "]");
+    Batch first = examples.load({0});
+    evaluator->graph().materialize(model_inputs(first, spec.input_names), first.lengths);
+    load_parameters(evaluator->graph().used_models());
+  }
+  int64_t done = 0;
+  return evaluator->evaluate(-1, nullptr, [&](const Batch& batch, const TensorMap& outputs) {
+    const auto& lengths = batch.lengths.at(spec.input_names.front());
+    for (int64_t b = 0; b < batch.size(); ++b) {
+      if (max_utterances >= 0 && done >= max_utterances) return;
+      TensorMap utterance_outputs;
+      for (const auto& [output_name, tensor] : outputs)
+        utterance_outputs[output_name] =
+            tensor[b].slice(0, 0, std::min(lengths[b].item<int64_t>(), tensor.size(1)));
+      on_utterance(batch.names[b], utterance_outputs);
+      ++done;
+    }
+  });
+}
+
+Separator::SampleTask& Separator::sample_task(const std::string& task) {
+  auto found = sample_tasks_.find(task);
+  if (found != sample_tasks_.end()) return found->second;
+  const ConfigFile& test_cfg = recipe_.get("test_evaluator.cfg");
+  const ConfigSection& section = test_cfg.section(task);
+  SampleTask entry;
+  entry.graph = std::make_unique<ModelGraph>(section, *bank_);
+  auto spec = read_task_spec(section, TaskRole::kTest, test_cfg.find_section("evaluator"));
+  for (const auto& binding : spec.linked_sets.front().inputs)
+    entry.inputs.emplace_back(binding.name,
+                              std::make_unique<SectionReader>(recipe_, binding.sections.front()));
+  return sample_tasks_.emplace(task, std::move(entry)).first->second;
+}
+
+int Separator::input_sample_rate(const std::string& task) {
+  auto& entry = sample_task(task);
+  if (entry.inputs.empty()) throw Error("test task " + task + " has no inputs");
+  return entry.inputs.front().second->list_sample_rate();
+}
+
+TensorMap Separator::forward_samples(const std::string& task, const torch::Tensor& samples,
+                                     int sample_rate) {
+  auto& entry = sample_task(task);
+  TensorMap inputs;
+  std::map<std::string, torch::Tensor> lengths;
+  for (const auto& [name, reader] : entry.inputs) {
+    torch::Tensor data = reader->process_audio(samples, sample_rate);
+    inputs[name] = data.to(torch::kFloat32).unsqueeze(0);
+    lengths[name] = torch::tensor({data.size(0)}, torch::kLong);
+  }
+  torch::NoGradGuard no_grad;
+  if (!entry.loaded) {
+    entry.graph->materialize(inputs, lengths);
+    load_parameters(entry.graph->used_models());
+    entry.loaded = true;
+  }
+  auto outputs = entry.graph->forward(inputs, lengths, /*training=*/false);
+  TensorMap one;
+  for (const auto& [name, tensor] : outputs) one[name] = tensor[0];
+  return one;
+}
+
 TaskSeparation::TaskSeparation(Separator& owner, const std::string& task)
     : owner_(owner), name_(task) {
   const Recipe& recipe = owner.recipe_;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -74,6 +75,17 @@ class Separator {
             bool early, const std::string& model = "final");
   std::unique_ptr<TaskSeparation> task(const std::string& name, bool with_test_data = true);
   const Recipe& recipe() const { return recipe_; }
+  // The test loss of a task that is not separated (recognition), handing the model outputs of
+  // every utterance (real frames only; up to max_utterances, -1 = all) to `on_utterance`.
+  using OutputsCallback = std::function<void(const std::string& utterance, const TensorMap&)>;
+  EvaluationResult evaluate_outputs(const std::string& task, int64_t max_utterances,
+                                    const OutputsCallback& on_utterance);
+  // The outputs of a task's graph for one signal in memory (int16 scale, at sample_rate): its
+  // inputs computed by their sections' processors (`nabu recognize`). [T, ...] per output.
+  TensorMap forward_samples(const std::string& task, const torch::Tensor& samples,
+                            int sample_rate);
+  // The sample rate of the data a task's model was trained on (its first input section's list).
+  int input_sample_rate(const std::string& task);
 
  private:
   friend class TaskSeparation;
@@ -83,6 +95,14 @@ class Separator {
   std::filesystem::path model_file_;
   std::unique_ptr<ModelBank> bank_;
   StoreCache stores_;
+  // forward_samples: per task, its graph (loaded on first use) and its input sections.
+  struct SampleTask {
+    std::unique_ptr<ModelGraph> graph;
+    std::vector<std::pair<std::string, std::unique_ptr<SectionReader>>> inputs;
+    bool loaded = false;
+  };
+  SampleTask& sample_task(const std::string& task);
+  std::map<std::string, SampleTask> sample_tasks_;
 };
 
 }  // namespace nabu

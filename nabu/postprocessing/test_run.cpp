@@ -9,6 +9,7 @@
 #include "nabu/core/strings.h"
 #include "nabu/postprocessing/scorers/score_summary.h"
 #include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/separation.h"
 
 namespace nabu {
@@ -99,6 +100,13 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     if (!test_cfg.has_section(task))
       throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
                         did_you_mean(task, test_cfg.section_names()));
+    if (is_recognition_task(recipe, task)) {
+      auto loss = run_recognition_test(recipe, separator, task, testdir, options.max_utterances,
+                                       options.on_summary);
+      losses[task] = loss.value();
+      write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
+      continue;
+    }
     auto run = separator.task(task);
     ScoringData scoring = make_scoring(recipe, task);
     fs::path wav_dir = testdir / "reconstructions" / task;

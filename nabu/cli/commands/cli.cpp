@@ -97,6 +97,7 @@ const std::vector<CommandInfo>& commands() {
       {"sweep", cmd_sweep, "train one experiment per block of a sweep file"},
       {"check", cmd_check, "check a recipe without running it; lists all problems"},
       {"separate", cmd_separate, "separate new mixtures with a trained model"},
+      {"recognize", cmd_recognize, "print the labels a trained sequence task hears in recordings"},
       {"list", cmd_list, "list the registered components (models, losses, ...)"},
   };
   return table;

@@ -53,6 +53,7 @@ int cmd_test(const std::vector<std::string>& args);
 int cmd_sweep(const std::vector<std::string>& args);
 int cmd_check(const std::vector<std::string>& args);
 int cmd_separate(const std::vector<std::string>& args);
+int cmd_recognize(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
 
 }  // namespace nabu::cli

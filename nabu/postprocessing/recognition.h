@@ -1,0 +1,66 @@
+// Recognition with a trained experiment (docs/recognition.md): a task's logits -> CTC decoding ->
+// label sequences (decoder.cfg), written as Kaldi-style hypotheses and scored by their error rate
+// against reference transcriptions (scorer.cfg score_type = error_rate).
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nabu/core/options.h"
+#include "nabu/core/recipe.h"
+#include "nabu/neuralnetworks/tensor_map.h"
+#include "nabu/postprocessing/separation.h"
+
+namespace nabu {
+
+struct DecoderOptions {
+  std::string decoder = "greedy";
+  int beam_width = 8;
+  std::string output;    // the logits output (default: the task's only output)
+  int blank = -1;        // -1: the last class
+  std::string alphabet;  // database section whose processor (text_processor) names the labels
+  void declare(OptionsReader& r);
+};
+
+// scorer.cfg's section of a recognition task.
+struct ErrorRateScorerOptions {
+  std::string score_type, references, unit = "label";
+  void declare(OptionsReader& r);
+};
+
+// The decoder of a test task: decoder.cfg's section of the task.
+class Decoder {
+ public:
+  Decoder(const ConfigSection& section, const Recipe& recipe);
+  // The labels of one utterance from its outputs ([T, C] logits, real frames only).
+  std::vector<std::string> decode(const TensorMap& outputs) const;
+  const DecoderOptions& options() const { return options_; }
+
+ private:
+  DecoderOptions options_;
+  std::vector<std::string> labels_;
+  std::string where_;
+};
+
+// True when decoder.cfg has a section for the task: `nabu test` recognises instead of separating.
+bool is_recognition_task(const Recipe& recipe, const std::string& task);
+// Every problem of a recognition task's decoder.cfg and scorer.cfg sections (`nabu check`), each
+// naming file:line and key.
+std::vector<std::string> check_recognition_task(const Recipe& recipe, const std::string& task);
+
+// The test of one recognition task into `testdir`: <task>/hyp.txt and, with a scorer.cfg
+// section, results_<task>_error_rate_{complete,summary}.json. Returns the test loss.
+EvaluationResult run_recognition_test(const Recipe& recipe, Separator& model,
+                                      const std::string& task, const std::filesystem::path& testdir,
+                                      int64_t max_utterances,
+                                      const std::function<void(const std::string&)>& on_summary);
+
+// The labels of one recording of any format, rate and channel count libsndfile reads (resampled
+// to the model's rate with libsoxr; `channel` 1-based, 0 = mixed down), recognised whole.
+std::vector<std::string> recognize_file(Separator& model, const std::string& task,
+                                        const Decoder& decoder, const std::filesystem::path& path,
+                                        int channel = 0);
+
+}  // namespace nabu
