@@ -251,6 +251,19 @@ class EndToEndTest(unittest.TestCase):
                 self.assertEqual(os.path.basename(path), utterance + ".wav")
                 self.assertTrue(os.path.exists(os.path.join(one, path)), path)
                 self.assertEqual(utt2spk[utterance], path.split("/")[-2])
+            # Phone transcriptions of the same utterances, every phone in the inventory, and
+            # the training speakers (the byte comparison below makes them deterministic).
+            with open(os.path.join(one, "corpus", "sources", "tr_phones.txt")) as f:
+                phones = dict((l.split()[0], l.split()[1:]) for l in f)
+            with open(os.path.join(one, "corpus", "sources", "phones.txt")) as f:
+                inventory = set(f.read().split())
+            self.assertEqual(sorted(phones), sorted(u for u, _ in wav_scp))
+            for utterance, sequence in phones.items():
+                self.assertGreater(len(sequence), 5, utterance)
+                self.assertTrue(set(sequence) <= inventory, utterance)
+                self.assertFalse(any("'" in p or "_" in p for p in sequence), sequence)
+            with open(os.path.join(one, "corpus", "sources", "tr_speakers.txt")) as f:
+                self.assertEqual(f.read().split(), sorted(set(utt2spk.values())))
             # Same seed, same bytes, wherever it runs.
             for folder, _, files in os.walk(os.path.join(one, "corpus")):
                 for file in files:
