@@ -65,6 +65,53 @@ void apply_common_options(const CommonOptions& options) {
   torch::manual_seed(options.seed);
 }
 
+void add_recording_options(po::options_description& description,
+                           po::positional_options_description& positional,
+                           RecordingOptions& options, const std::string& task_help) {
+  description.add_options()
+      ("task", po::value(&options.task), task_help.c_str())
+      ("allow_early_testing", po::bool_switch(&options.early),
+       "use the latest validated checkpoint of a training that has not finished")
+      ("model", po::value(&options.model)->default_value("final"),
+       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
+      ("channel", po::value(&options.channel)->default_value(0),
+       "use this channel (1 = the first) of a multi-channel file; 0 mixes them down")
+      ("recording", po::value(&options.recordings)->composing(), "audio files (also positional)");
+  positional.add("recording", -1);
+}
+
+Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,
+                           const std::string& command) {
+  require(common.expdir, "expdir", command);
+  if (options.recordings.empty())
+    throw Error("no audio file given (see nabu " + command + " --help)");
+  if (options.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
+  apply_common_options(common);
+  std::filesystem::path expdir = common.expdir;
+  if (!std::filesystem::exists(expdir / "trainer.cfg"))
+    throw Error(expdir.string() + " holds no trained experiment (no recipe copy)");
+  return common.recipe.empty() ? Recipe::load(expdir, common.overrides())
+                               : Recipe::load(common.recipe, common.overrides());
+}
+
+int for_each_recording(const RecordingOptions& options, const std::string& command,
+                       const std::string& done,
+                       const std::function<void(const std::string&)>& each) {
+  int failed = 0;
+  for (const auto& path : options.recordings) {
+    try {
+      each(path);
+    } catch (const Error& e) {
+      ++failed;
+      std::cerr << "nabu " << command << ": error: " << e.what() << std::endl;
+    }
+  }
+  if (failed > 0)
+    std::cerr << "nabu " << command << ": " << failed << " of " << options.recordings.size()
+              << " file(s) failed; the others were " << done << std::endl;
+  return failed > 0 ? 1 : 0;
+}
+
 void require(const std::string& value, const std::string& option, const std::string& command) {
   if (value.empty())
     throw Error("nabu " + command + ": --" + option + " is required (see nabu " + command +

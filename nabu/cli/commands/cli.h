@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
 #include "nabu/core/config.h"
+#include "nabu/core/recipe.h"
 
 namespace nabu::cli {
 
@@ -38,6 +40,27 @@ void apply_common_options(const CommonOptions& options);
 void require(const std::string& value, const std::string& option, const std::string& command);
 // "True"/"true"/"1"/"" (bare flag) -> true; "False"/"false"/"0" -> false; else an error.
 bool parse_flag(const std::string& value, const std::string& option);
+
+// What the commands that apply a trained experiment to recordings share (separate, recognize):
+// the task and model, the channel, and the recording files (also positional).
+struct RecordingOptions {
+  std::string task, model = "final";
+  bool early = false;
+  int channel = 0;
+  std::vector<std::string> recordings;
+};
+// Adds --task (with `task_help`), --allow_early_testing, --model, --channel and the positional
+// recordings.
+void add_recording_options(po::options_description& description,
+                           po::positional_options_description& positional,
+                           RecordingOptions& options, const std::string& task_help);
+// Checks --expdir, the recordings and --channel, applies the common options and loads the
+// experiment's recipe copy (or --recipe's). Throws naming what is wrong.
+Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,
+                           const std::string& command);
+// Runs `each` on every recording; a failure is one line and the others still run. Exit status.
+int for_each_recording(const RecordingOptions& options, const std::string& command,
+                       const std::string& done, const std::function<void(const std::string&)>& each);
 
 using Command = int (*)(const std::vector<std::string>& args);
 struct CommandInfo {

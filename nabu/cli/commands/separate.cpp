@@ -13,34 +13,26 @@ namespace nabu::cli {
 
 int cmd_separate(const std::vector<std::string>& args) {
   CommonOptions common;
-  std::string out, task, model;
-  std::vector<std::string> mixtures;
-  bool early = false;
+  RecordingOptions recordings;
+  std::string out;
   FileSeparationOptions options;
   po::options_description description("Options");
+  po::positional_options_description positional;
   add_common_options(description, common);
+  add_recording_options(description, positional, recordings,
+                        "test task whose graph and reconstructor to use (default: the first of "
+                        "test_evaluator.cfg)");
   description.add_options()
       ("out", po::value(&out), "folder for the separated signals (<name>_s1.wav, ...)")
-      ("task", po::value(&task), "test task whose graph and reconstructor to use "
-       "(default: the first of test_evaluator.cfg)")
-      ("allow_early_testing", po::bool_switch(&early),
-       "use the latest validated checkpoint of a training that has not finished")
-      ("model", po::value(&model)->default_value("final"),
-       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
       ("chunk-seconds", po::value(&options.chunks.chunk_seconds)->default_value(8.0),
        "separate in chunks of this length, so memory does not grow with the input (0 = the\n"
        "whole file at once)")
       ("overlap-seconds", po::value(&options.chunks.overlap_seconds)->default_value(1.0),
        "overlap of consecutive chunks: speakers are matched and cross-faded on it")
-      ("channel", po::value(&options.channel)->default_value(0),
-       "separate this channel (1 = the first) of a multi-channel file; 0 mixes them down")
       ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
        "write the outputs at the model's sample rate instead of the input's")
       ("model-rate", po::value(&options.model_rate)->default_value(0),
-       "the sample rate the model was trained at (default: read from the recipe's data)")
-      ("mixture", po::value(&mixtures)->composing(), "audio files (also positional)");
-  po::positional_options_description positional;
-  positional.add("mixture", -1);
+       "the sample rate the model was trained at (default: read from the recipe's data)");
   if (!parse_command_line(
           "separate",
           "Separates recordings with a trained experiment: any format libsndfile reads, any\n"
@@ -50,41 +42,25 @@ int cmd_separate(const std::vector<std::string>& args) {
           "Example: nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac",
           args, description, &positional))
     return 0;
-  require(common.expdir, "expdir", "separate");
   require(out, "out", "separate");
-  if (mixtures.empty()) throw Error("no audio file given (see nabu separate --help)");
-  if (options.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
   if (options.chunks.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
   if (options.model_rate < 0) throw Error("--model-rate must not be negative");
-  apply_common_options(common);
-  fs::path expdir = common.expdir;
-  if (!fs::exists(expdir / "trainer.cfg"))
-    throw Error(expdir.string() + " holds no trained experiment (no recipe copy)");
-  Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
-                                        : Recipe::load(common.recipe, common.overrides());
+  Recipe recipe = load_trained_recipe(common, recordings, "separate");
+  options.channel = recordings.channel;
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
+  std::string task = recordings.task;
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
   std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
-  Separator separator(recipe, expdir, segment, early, model);
+  Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model);
   auto separation = separator.task(task, /*with_test_data=*/false);
   ensure_directory(out);
-  int failed = 0;
-  for (const auto& path : mixtures) {
-    try {
-      auto report = separate_file(*separation, path, out, options);
-      spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
-                   report.audio_seconds, report.input_rate, report.channels, report.output_rate,
-                   report.wall_seconds / std::max(report.audio_seconds, 1e-9));
-      for (const auto& output : report.outputs) std::cout << output.string() << "\n";
-    } catch (const Error& e) {
-      ++failed;
-      std::cerr << "nabu separate: error: " << e.what() << std::endl;
-    }
-  }
-  if (failed > 0)
-    std::cerr << "nabu separate: " << failed << " of " << mixtures.size()
-              << " file(s) failed; the others were separated" << std::endl;
-  return failed > 0 ? 1 : 0;
+  return for_each_recording(recordings, "separate", "separated", [&](const std::string& path) {
+    auto report = separate_file(*separation, path, out, options);
+    spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
+                 report.audio_seconds, report.input_rate, report.channels, report.output_rate,
+                 report.wall_seconds / std::max(report.audio_seconds, 1e-9));
+    for (const auto& output : report.outputs) std::cout << output.string() << "\n";
+  });
 }
 
 }  // namespace nabu::cli

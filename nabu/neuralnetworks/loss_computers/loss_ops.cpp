@@ -94,6 +94,10 @@ std::pair<std::string, torch::Tensor> pick_tensor(const TensorMap& tensors, cons
   return *tensors.begin();
 }
 
+std::vector<std::string> named_if_given(const std::string& name) {
+  return name.empty() ? std::vector<std::string>{} : std::vector<std::string>{name};
+}
+
 torch::Tensor as_dtype_of(const torch::Tensor& tensor, const torch::Tensor& like) {
   return tensor.to(like.device(), like.scalar_type());
 }

@@ -35,6 +35,9 @@ void expect_same_shape(const torch::Tensor& a, const std::string& a_name, const 
 // loss.cfg key that names it, for the error when there are several.
 std::pair<std::string, torch::Tensor> pick_tensor(const TensorMap& tensors, const std::string& name,
                                                   const std::string& key, const std::string& what);
+// The names a loss with optional `target`/`output` keys reads: {name}, or none when it takes the
+// task's only one.
+std::vector<std::string> named_if_given(const std::string& name);
 // [B, T] mask (1 on real frames) in the dtype and device of `like`.
 torch::Tensor real_frames(const torch::Tensor& seq_lengths, int64_t frames,
                           const torch::Tensor& like);

@@ -206,12 +206,10 @@ class RegressionLoss : public LossComputer {
   }
 
   std::vector<std::string> target_names() const override {
-    return options_.target.empty() ? std::vector<std::string>{}
-                                   : std::vector<std::string>{options_.target};
+    return named_if_given(options_.target);
   }
   std::vector<std::string> output_names() const override {
-    return options_.output.empty() ? std::vector<std::string>{}
-                                   : std::vector<std::string>{options_.output};
+    return named_if_given(options_.output);
   }
 
  private:
