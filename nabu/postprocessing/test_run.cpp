@@ -101,6 +101,9 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
       throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
                         did_you_mean(task, test_cfg.section_names()));
     if (is_recognition_task(recipe, task)) {
+      if (options.chunk_seconds > 0)
+        throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
+                    " is a recognition task (decoder.cfg), recognised whole");
       auto loss = run_recognition_test(recipe, separator, task, testdir, options.max_utterances,
                                        options.on_summary);
       losses[task] = loss.value();
