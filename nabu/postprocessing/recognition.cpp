@@ -83,6 +83,7 @@ std::vector<std::string> recognize_file(Separator& model, const std::string& tas
                                         int channel) {
   AudioReader reader(path, channel);
   const int model_rate = model.input_sample_rate(task);
+  if (model_rate == 0) throw Error("test task " + task + " has no inputs to compute from audio");
   Resampler to_model(reader.sample_rate(), model_rate);
   std::vector<double> samples;
   for (auto block = reader.read(1 << 16); !block.empty(); block = reader.read(1 << 16)) {

@@ -56,24 +56,8 @@ void Separator::load_parameters(const std::set<std::string>& models) {
                   " (was model.cfg changed after training?)");
 }
 
-std::unique_ptr<TaskSeparation> Separator::task(const std::string& name, bool with_test_data) {
-  auto task = std::unique_ptr<TaskSeparation>(new TaskSeparation(*this, name));
-  const ConfigFile& test_cfg = recipe_.get("test_evaluator.cfg");
-  if (with_test_data) {
-    const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
-    task->evaluator_ = make_evaluator(EvaluatorContext{
-        *task->section_, TaskRole::kTest, test_cfg.find_section("evaluator"),
-        recipe_.get("database.conf"), segment_, *bank_, make_loss(*task->section_, loss_cfg),
-        stores_, 2});
-  } else {
-    task->graph_ = std::make_unique<ModelGraph>(*task->section_, *bank_);
-  }
-  // separate_samples computes the inputs from a signal (the readers load their lists lazily).
-  auto spec = read_task_spec(*task->section_, TaskRole::kTest, test_cfg.find_section("evaluator"));
-  for (const auto& binding : spec.linked_sets.front().inputs)
-    task->inputs_.emplace_back(binding.name,
-                               std::make_unique<SectionReader>(recipe_, binding.sections.front()));
-  return task;
+std::unique_ptr<TaskSeparation> Separator::task(const std::string& name) {
+  return std::unique_ptr<TaskSeparation>(new TaskSeparation(*this, name));
 }
 
 EvaluationResult Separator::evaluate_outputs(const std::string& task, int64_t max_utterances,
@@ -125,8 +109,7 @@ Separator::SampleTask& Separator::sample_task(const std::string& task) {
 
 int Separator::input_sample_rate(const std::string& task) {
   auto& entry = sample_task(task);
-  if (entry.inputs.empty()) throw Error("test task " + task + " has no inputs");
-  return entry.inputs.front().second->list_sample_rate();
+  return entry.inputs.empty() ? 0 : entry.inputs.front().second->list_sample_rate();
 }
 
 TensorMap Separator::forward_samples(const std::string& task, const torch::Tensor& samples,
@@ -154,7 +137,6 @@ TensorMap Separator::forward_samples(const std::string& task, const torch::Tenso
 TaskSeparation::TaskSeparation(Separator& owner, const std::string& task)
     : owner_(owner), name_(task) {
   const Recipe& recipe = owner.recipe_;
-  section_ = &recipe.get("test_evaluator.cfg").section(task);
   const ConfigFile& reconstructors = recipe.get("reconstructor.cfg");
   const ConfigSection* reconstructor_section = reconstructors.find_section(task);
   if (!reconstructor_section)
@@ -166,16 +148,6 @@ TaskSeparation::TaskSeparation(Separator& owner, const std::string& task)
                                                "] must give the complex spectrum (feature = spec)");
   if (reconstructor_->needs_usedbins())
     usedbins_ = std::make_unique<SectionReader>(recipe, reconstructor_->usedbins_section());
-}
-
-void TaskSeparation::ensure_loaded(const TensorMap& inputs,
-                                   const std::map<std::string, torch::Tensor>& lengths) {
-  if (loaded_) return;
-  torch::NoGradGuard no_grad;
-  ModelGraph& graph = evaluator_ ? evaluator_->graph() : *graph_;
-  graph.materialize(inputs, lengths);
-  owner_.load_parameters(graph.used_models());
-  loaded_ = true;
 }
 
 Separation TaskSeparation::reconstruct(const std::string& utterance, const TensorMap& outputs) {
@@ -194,44 +166,14 @@ Separation TaskSeparation::reconstruct(const std::string& utterance, const Tenso
 }
 
 EvaluationResult TaskSeparation::evaluate(int64_t max_utterances, const Callback& on_separation) {
-  int64_t done = 0;
-  const auto& spec = evaluator_->spec();
-  // Load the weights before the evaluator's first forward pass.
-  {
-    ExampleSet examples(spec.linked_sets.front().inputs, spec.linked_sets.front().targets,
-                        owner_.recipe_.get("database.conf"), owner_.segment_, owner_.stores_,
-                        "test task [" + name_ + "]");
-    Batch first = examples.load({0});
-    ensure_loaded(model_inputs(first, spec.input_names), first.lengths);
-  }
-  return evaluator_->evaluate(-1, nullptr, [&](const Batch& batch, const TensorMap& outputs) {
-    const auto& lengths = batch.lengths.at(spec.input_names.front());
-    for (int64_t b = 0; b < batch.size(); ++b) {
-      if (max_utterances >= 0 && done >= max_utterances) return;
-      int64_t frames = lengths[b].item<int64_t>();
-      TensorMap utterance_outputs;
-      for (const auto& [output_name, tensor] : outputs)
-        utterance_outputs[output_name] = tensor[b].slice(0, 0, frames);
-      on_separation(reconstruct(batch.names[b], utterance_outputs));
-      ++done;
-    }
-  });
+  return owner_.evaluate_outputs(
+      name_, max_utterances, [&](const std::string& utterance, const TensorMap& outputs) {
+        on_separation(reconstruct(utterance, outputs));
+      });
 }
 
 torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int sample_rate) {
-  TensorMap inputs;
-  std::map<std::string, torch::Tensor> lengths;
-  for (const auto& [name, reader] : inputs_) {
-    torch::Tensor data = reader->process_audio(samples, sample_rate);
-    inputs[name] = data.to(torch::kFloat32).unsqueeze(0);
-    lengths[name] = torch::tensor({data.size(0)}, torch::kLong);
-  }
-  ensure_loaded(inputs, lengths);
-  torch::NoGradGuard no_grad;
-  ModelGraph& graph = evaluator_ ? evaluator_->graph() : *graph_;
-  auto outputs = graph.forward(inputs, lengths, /*training=*/false);
-  TensorMap one;
-  for (const auto& [name, tensor] : outputs) one[name] = tensor[0];
+  auto one = owner_.forward_samples(name_, samples, sample_rate);
   auto spectrum = mixture_->process_audio(samples, sample_rate);
   torch::Tensor usedbins;
   if (usedbins_) usedbins = usedbins_->process_audio(samples, sample_rate);
@@ -242,8 +184,8 @@ torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int
 }
 
 int TaskSeparation::model_sample_rate() const {
-  if (inputs_.empty()) return mixture_->list_sample_rate();
-  return inputs_.front().second->list_sample_rate();
+  int rate = owner_.input_sample_rate(name_);
+  return rate != 0 ? rate : mixture_->list_sample_rate();
 }
 
 DataLine TaskSeparation::mixture_line(const std::string& utterance) const {

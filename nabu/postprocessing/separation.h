@@ -53,17 +53,13 @@ class TaskSeparation {
   friend class Separator;
   TaskSeparation(Separator& owner, const std::string& task);
   Separation reconstruct(const std::string& utterance, const TensorMap& outputs);
-  void ensure_loaded(const TensorMap& inputs, const std::map<std::string, torch::Tensor>& lengths);
 
+  // The model outputs come from the owner (evaluate_outputs, forward_samples); a task adds the
+  // reconstruction.
   Separator& owner_;
   std::string name_;
-  const ConfigSection* section_;
   ReconstructorPtr reconstructor_;
   std::unique_ptr<SectionReader> mixture_, usedbins_;
-  std::vector<std::pair<std::string, std::unique_ptr<SectionReader>>> inputs_;
-  EvaluatorPtr evaluator_;             // test data (test only)
-  std::unique_ptr<ModelGraph> graph_;  // new mixtures (separate only)
-  bool loaded_ = false;
 };
 
 class Separator {
@@ -73,7 +69,7 @@ class Separator {
   // the training.
   Separator(const Recipe& recipe, const std::filesystem::path& expdir, const std::string& segment,
             bool early, const std::string& model = "final");
-  std::unique_ptr<TaskSeparation> task(const std::string& name, bool with_test_data = true);
+  std::unique_ptr<TaskSeparation> task(const std::string& name);
   const Recipe& recipe() const { return recipe_; }
   // The test loss of a task that is not separated (recognition), handing the model outputs of
   // every utterance (real frames only; up to max_utterances, -1 = all) to `on_utterance`.
@@ -84,7 +80,8 @@ class Separator {
   // inputs computed by their sections' processors (`nabu recognize`). [T, ...] per output.
   TensorMap forward_samples(const std::string& task, const torch::Tensor& samples,
                             int sample_rate);
-  // The sample rate of the data a task's model was trained on (its first input section's list).
+  // The sample rate of the data a task's model was trained on (its first input section's list);
+  // 0 for a task without inputs.
   int input_sample_rate(const std::string& task);
 
  private:

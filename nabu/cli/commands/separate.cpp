@@ -52,7 +52,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
   std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
   Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model);
-  auto separation = separator.task(task, /*with_test_data=*/false);
+  auto separation = separator.task(task);
   ensure_directory(out);
   return for_each_recording(recordings, "separate", "separated", [&](const std::string& path) {
     auto report = separate_file(*separation, path, out, options);
