@@ -225,6 +225,9 @@ class RecipeChecker {
       if (is_recognition_task(recipe_, task)) {
         // Decoded and scored by error rate (docs/recognition.md): no reconstructor.
         for (const auto& message : check_recognition_task(recipe_, task)) problem(message);
+        check_references(recipe_.find("decoder.cfg"), task, {"alphabet"});
+        // Unscored recognition is allowed (nabu test warns): only a present section is checked.
+        if (scorers && scorers->has_section(task)) check_references(scorers, task, {"references"});
         continue;
       }
       if (!reconstructors && !missing_reconstructors_reported_) {

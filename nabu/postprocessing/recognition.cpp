@@ -109,22 +109,12 @@ bool is_recognition_task(const Recipe& recipe, const std::string& task) {
 }
 
 std::vector<std::string> check_recognition_task(const Recipe& recipe, const std::string& task) {
-  std::vector<std::string> problems;
-  const ConfigFile* database = recipe.find("database.conf");
-  auto check = [&](const ConfigSection& section, auto options, const std::string& what,
-                   const std::string& section_key, const std::string& section_name) {
-    for (const auto& problem : options_checker<decltype(options)>(what)(section))
-      problems.push_back(problem);
-    if (database && !section_name.empty() && !database->has_section(section_name))
-      problems.push_back(section.where(section_key) + ": no database.conf section [" +
-                         section_name + "]" + did_you_mean(section_name, database->section_names()));
-  };
-  const ConfigSection& decoder = recipe.get("decoder.cfg").section(task);
-  check(decoder, DecoderOptions{}, "decoder", "alphabet", decoder.get_string("alphabet", ""));
+  auto problems = options_checker<DecoderOptions>("decoder")(recipe.get("decoder.cfg").section(task));
   const ConfigFile* scorers = recipe.find("scorer.cfg");
   if (const ConfigSection* scorer = scorers ? scorers->find_section(task) : nullptr)
-    check(*scorer, ErrorRateScorerOptions{}, "scorer of recognition task " + task, "references",
-          scorer->get_string("references", ""));
+    for (auto& problem :
+         options_checker<ErrorRateScorerOptions>("scorer of recognition task " + task)(*scorer))
+      problems.push_back(problem);
   return problems;
 }
 

@@ -46,8 +46,9 @@ class Decoder {
 
 // True when decoder.cfg has a section for the task: `nabu test` recognises instead of separating.
 bool is_recognition_task(const Recipe& recipe, const std::string& task);
-// Every problem of a recognition task's decoder.cfg and scorer.cfg sections (`nabu check`), each
-// naming file:line and key.
+// Every problem of the keys of a recognition task's decoder.cfg and scorer.cfg sections (`nabu
+// check`), each naming file:line and key; that the database sections they name exist is the
+// caller's check.
 std::vector<std::string> check_recognition_task(const Recipe& recipe, const std::string& task);
 
 // The test of one recognition task into `testdir`: <task>/hyp.txt and, with a scorer.cfg
