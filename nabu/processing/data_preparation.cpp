@@ -256,6 +256,28 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
                      "): " + e.what());
   };
 
+  // String labels are numbered before the (parallel) processing, continuing label2index_dir.
+  if (processor->numbers_labels()) {
+    std::vector<std::string> known;
+    if (!options.label2index_dir.empty() &&
+        !same_directory(options.label2index_dir, options.store_dir)) {
+      try {
+        known = read_label_index(options.label2index_dir);
+      } catch (const Error& e) {
+        raw_section.fail("label2index_dir", e.what());
+      }
+    }
+    try {
+      processor->number_labels(lines, known);
+    } catch (const DataError& e) {
+      throw DataError(what + " " + e.what());
+    }
+    write_label_index(options.store_dir, *processor->alphabet());
+    spdlog::info("{}: {} labels ({} new) -> {}", what, processor->alphabet()->size(),
+                 processor->alphabet()->size() - known.size(),
+                 (std::filesystem::path(options.store_dir) / "label2index.json").string());
+  }
+
   // Global mean/variance: computed here when meanandvar_dir is this section's store_dir.
   if (processor->needs_statistics()) {
     if (options.meanandvar_dir.empty())

@@ -1,9 +1,9 @@
 // `nabu data`: every database.conf section with preprocess = True becomes one HDF5 store per
 // segment length. `nabu data` prepares the sections the recipe's tasks use (and those computing
 // their statistics); --all-sections or --section choose otherwise. Sections run in dependency
-// order (explicit `dependencies` plus the section that computes the meanandvar_dir statistics),
-// whatever their order in the file; a section counts as done only when all its stores are
-// complete.
+// order (explicit `dependencies` plus the sections that compute the meanandvar_dir statistics and
+// the label2index_dir numbering), whatever their order in the file; a section counts as done only
+// when all its stores are complete.
 #pragma once
 
 #include <filesystem>

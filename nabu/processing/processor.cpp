@@ -2,7 +2,10 @@
 // of the virtual methods. The registered processors are in processors.cpp.
 #include "nabu/processing/processor.h"
 
+#include <nlohmann/json.hpp>
+
 #include "nabu/core/error.h"
+#include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
@@ -96,6 +99,37 @@ torch::Tensor Processor::process_signals(const std::vector<torch::Tensor>& signa
 std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
     const torch::Tensor& data, const std::string& segment_length) const {
   return segment_frames(data, segment_length);
+}
+
+void write_label_index(const std::filesystem::path& dir, const std::vector<std::string>& labels) {
+  nlohmann::ordered_json numbering = nlohmann::ordered_json::object();
+  for (std::size_t i = 0; i < labels.size(); ++i) numbering[labels[i]] = i;
+  ensure_directory(dir);
+  write_file_atomic(dir / "label2index.json", numbering.dump(1) + "\n");
+}
+
+std::vector<std::string> read_label_index(const std::filesystem::path& dir) {
+  auto path = dir / "label2index.json";
+  if (!std::filesystem::exists(path))
+    throw Error(path.string() + " does not exist: prepare the section whose store_dir is " +
+                dir.string() + " first");
+  nlohmann::json numbering;
+  try {
+    numbering = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path.string() + ": not JSON: " + e.what());
+  }
+  if (!numbering.is_object()) throw Error(path.string() + ": expected {\"label\": index, ...}");
+  std::vector<std::string> labels(numbering.size());
+  for (const auto& [label, index] : numbering.items()) {
+    if (!index.is_number_integer() || index.get<int64_t>() < 0 ||
+        index.get<int64_t>() >= static_cast<int64_t>(labels.size()) ||
+        !labels[index.get<int64_t>()].empty())
+      throw Error(path.string() + ": label '" + label + "' has index " + index.dump() +
+                  "; expected the indices 0.." + std::to_string(labels.size() - 1) + " once each");
+    labels[index.get<int64_t>()] = label;
+  }
+  return labels;
 }
 
 }  // namespace nabu

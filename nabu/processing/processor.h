@@ -72,6 +72,13 @@ class Processor {
   virtual const FeatureOptions* feature_options() const { return nullptr; }
   // The labels of processors whose data are label indices (text_processor): index -> label.
   virtual const std::vector<std::string>* alphabet() const { return nullptr; }
+  // Processors that number string labels in the order they meet them (strlabel2index_processor):
+  // `nabu data` numbers a section's lines in file order before processing them (so the indices
+  // do not depend on the number of workers), continuing `known` (the labels of label2index_dir,
+  // index order). alphabet() then returns every label by index.
+  virtual bool numbers_labels() const { return false; }
+  virtual void number_labels(const std::vector<DataLine>& lines,
+                             const std::vector<std::string>& known) {}
   virtual StoredType stored_type() const { return StoredType::kFloat32; }
   // Dimensions after time ([dim], [dim, S], ...).
   virtual std::vector<int64_t> nontime_dims() const = 0;
@@ -94,6 +101,12 @@ ProcessorRegistry& processor_registry();
 
 // The processor of a processor config ([processor] section, key `processor`).
 ProcessorPtr make_processor(const ConfigFile& processor_config);
+
+// The label numbering of a store directory, <dir>/label2index.json ({"label": index}), written
+// atomically by `nabu data` for processors that number labels and read through label2index_dir.
+void write_label_index(const std::filesystem::path& dir, const std::vector<std::string>& labels);
+// Labels by index; throws Error naming the file when it is missing or not such a numbering.
+std::vector<std::string> read_label_index(const std::filesystem::path& dir);
 
 // Frame-domain segmentation (time axis 0), shared by the processors.
 std::vector<std::pair<torch::Tensor, int64_t>> segment_frames(const torch::Tensor& data,

@@ -41,18 +41,22 @@ std::vector<std::string> keep_selected(const std::vector<std::string>& order,
   return kept;
 }
 
-const ConfigSection* statistics_producer(const Recipe& recipe, const ConfigSection& section) {
-  const ConfigFile& database = recipe.get("database.conf");
+// The section (other than `section`) that prepares its stores in `dir`, if any.
+const ConfigSection* producer_of(const ConfigFile& database, const ConfigSection& section,
+                                 const std::string& dir) {
   auto options = read_database_section(section, database);
-  if (options.meanandvar_dir.empty() || same_directory(options.meanandvar_dir, options.store_dir))
-    return nullptr;
+  if (dir.empty() || same_directory(dir, options.store_dir)) return nullptr;
   for (const auto& other : database.sections()) {
     if (other.name() == "globalvars" || other.name() == section.name()) continue;
     auto other_options = read_database_section(other, database);
-    if (other_options.preprocess && same_directory(other_options.store_dir, options.meanandvar_dir))
-      return &other;
+    if (other_options.preprocess && same_directory(other_options.store_dir, dir)) return &other;
   }
   return nullptr;
+}
+
+const ConfigSection* statistics_producer(const Recipe& recipe, const ConfigSection& section) {
+  const ConfigFile& database = recipe.get("database.conf");
+  return producer_of(database, section, read_database_section(section, database).meanandvar_dir);
 }
 
 bool needs_statistics(const Recipe& recipe, const ConfigSection& section) {
@@ -74,6 +78,13 @@ std::set<std::string> used_sections(const Recipe& recipe, const SectionChoice& c
   while (!pending.empty()) {
     const ConfigSection& section = database.section(pending.back());
     pending.pop_back();
+    // The section whose label numbering this one continues (strlabel2index_processor).
+    if (const ConfigSection* numbering = producer_of(
+            database, section, read_database_section(section, database).label2index_dir))
+      if (selected.insert(numbering->name()).second) {
+        spdlog::info("[{}]: numbers the labels of [{}]", numbering->name(), section.name());
+        pending.push_back(numbering->name());
+      }
     if (!needs_statistics(recipe, section)) continue;
     if (const ConfigSection* producer = statistics_producer(recipe, section))
       if (selected.insert(producer->name()).second) {
@@ -122,7 +133,8 @@ bool same_directory(const std::string& a, const std::string& b) {
 
 std::vector<std::string> preparation_order(const ConfigFile& database) {
   struct Node {
-    std::string name, store_dir, meanandvar_dir;
+    std::string name, store_dir;
+    std::vector<std::string> inputs;  // meanandvar_dir and label2index_dir
     std::vector<std::string> dependencies;
   };
   std::vector<Node> nodes;
@@ -132,10 +144,12 @@ std::vector<std::string> preparation_order(const ConfigFile& database) {
     auto options = read_database_section(section, database);
     if (!options.preprocess) continue;
     position[section.name()] = nodes.size();
-    nodes.push_back({section.name(), options.store_dir, options.meanandvar_dir,
+    nodes.push_back({section.name(), options.store_dir,
+                     {options.meanandvar_dir, options.label2index_dir},
                      options.dependency_names()});
   }
-  // Edges: explicit dependencies that are prepared here, and the statistics' producer.
+  // Edges: explicit dependencies that are prepared here, and the producers of the statistics
+  // and label numberings a section reads.
   std::vector<std::set<std::size_t>> before(nodes.size());
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     // `dependencies` is documentation in the original, which never reads it: a name that is no
@@ -144,11 +158,10 @@ std::vector<std::string> preparation_order(const ConfigFile& database) {
       auto it = position.find(dependency);
       if (it != position.end() && it->second != i) before[i].insert(it->second);
     }
-    if (!nodes[i].meanandvar_dir.empty() &&
-        !same_directory(nodes[i].meanandvar_dir, nodes[i].store_dir))
-      for (std::size_t j = 0; j < nodes.size(); ++j)
-        if (j != i && same_directory(nodes[j].store_dir, nodes[i].meanandvar_dir))
-          before[i].insert(j);
+    for (const auto& input : nodes[i].inputs)
+      if (!input.empty() && !same_directory(input, nodes[i].store_dir))
+        for (std::size_t j = 0; j < nodes.size(); ++j)
+          if (j != i && same_directory(nodes[j].store_dir, input)) before[i].insert(j);
   }
   // Kahn's algorithm, taking the earliest ready section in file order.
   std::vector<std::string> order;
@@ -169,7 +182,7 @@ std::vector<std::string> preparation_order(const ConfigFile& database) {
       for (std::size_t i = 0; i < nodes.size(); ++i)
         if (!done[i]) cycle.push_back(nodes[i].name);
       throw ConfigError(database.path() + ": dependency cycle between sections " +
-                        join(cycle, ", ") + " (dependencies / meanandvar_dir)");
+                        join(cycle, ", ") + " (dependencies / meanandvar_dir / label2index_dir)");
     }
   }
   return order;

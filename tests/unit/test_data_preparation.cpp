@@ -8,6 +8,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
 #include "nabu/processing/data_preparation.h"
+#include "nabu/processing/processor.h"
 #include "nabu/processing/store.h"
 #include "test_helpers.h"
 #include "training_fixture.h"
@@ -188,6 +189,75 @@ TEST(DataPreparationRun, ErrorsNameSectionAndUtterance) {
   EXPECT_NE(result.output.find("[trainspec] processor_config"), std::string::npos) << result.output;
   // Found before any work starts: the error is the only output.
   EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+}
+
+// strlabel2index_processor: speakers numbered in list order (whatever the number of workers),
+// the development section continuing the training numbering through label2index_dir (and
+// prepared after it although listed first), one [S] row per feature segment.
+TEST(DataPreparationRun, SpeakerLabelsAreNumberedInListOrderAndContinued) {
+  TempDir dir;
+  make_mini_recipe(dir.path(), 4);
+  write_text(dir / "lists/train_spk.txt",
+             "utt0 wav/utt0_mix.wav bob M ann F\nutt1 wav/utt1_mix.wav cid M bob M\n"
+             "utt2 wav/utt2_mix.wav ann F cid M\n");
+  write_text(dir / "lists/dev_spk.txt",
+             "utt3 wav/utt3_mix.wav cid M dan M\nutt1 wav/utt1_mix.wav ann F bob M\n");
+  write_text(dir / "recipe/spk_processor.cfg",
+             "[processor]\nprocessor = strlabel2index_processor\nnrs = 2\nfeature = logspec\n"
+             "winlen = 0.032\nwinstep = 0.008\nnfft = 256\n");
+  write_text(dir / "recipe/database.conf",
+             "[devspkids]\ndatafiles = lists/dev_spk.txt\npreprocess = True\n"
+             "writer_style = index_list_as_tfrecord\nstore_dir = stores/spk_dev\n"
+             "label2index_dir = stores/spk_train\nprocessor_config = spk_processor.cfg\n"
+             "segment_lengths = 20 full\n"
+             "[trainspkids]\ndatafiles = lists/train_spk.txt\npreprocess = True\n"
+             "writer_style = index_list_as_tfrecord\nstore_dir = stores/spk_train\n"
+             "processor_config = spk_processor.cfg\nsegment_lengths = 20 full\n"
+             "[trainspec]\ndatafiles = lists/mix.scp\npreprocess = True\n"
+             "writer_style = numpy_float_array_as_tfrecord\nstore_dir = stores/trainspec\n"
+             "meanandvar_dir = stores/trainspec\nprocessor_config = feature_processor.cfg\n"
+             "segment_lengths = 20\n");
+  auto result = run_nabu("data --recipe=recipe --expdir=exp --all-sections --threads=2", dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("order: trainspkids, devspkids, trainspec"), std::string::npos)
+      << result.output;
+  EXPECT_EQ(read_label_index(dir / "stores/spk_train"),
+            (std::vector<std::string>{"bob", "ann", "cid"}));
+  EXPECT_EQ(read_label_index(dir / "stores/spk_dev"),
+            (std::vector<std::string>{"bob", "ann", "cid", "dan"}));
+  StoreReader train_full(store_path(dir / "stores/spk_train", "full"));
+  ASSERT_EQ(train_full.size(), 3);
+  EXPECT_TRUE(torch::equal(train_full.read(1), torch::tensor({2, 0}, torch::kInt32)));
+  StoreReader dev_full(store_path(dir / "stores/spk_dev", "full"));
+  EXPECT_TRUE(torch::equal(dev_full.read(0), torch::tensor({2, 3}, torch::kInt32)));
+  EXPECT_TRUE(torch::equal(dev_full.read(1), torch::tensor({1, 0}, torch::kInt32)));
+  // As many 20-frame segments as the features of the same wav have.
+  StoreReader spec(store_path(dir / "stores/trainspec", "20"));
+  StoreReader labels(store_path(dir / "stores/spk_train", "20"));
+  int64_t spec_utt0_to_2 = 0;
+  for (int64_t i = 0; i < spec.size(); ++i)
+    if (spec.name(i).rfind("utt3_", 0) != 0) ++spec_utt0_to_2;
+  EXPECT_EQ(labels.size(), spec_utt0_to_2);
+  EXPECT_EQ(labels.name(0), "utt0_part0");
+  EXPECT_EQ(labels.name(labels.size() - 1).rfind("utt2_part", 0), 0u);
+
+  // A line with another number of speakers than nrs names the utterance; a missing numbering
+  // names the key and the folder.
+  write_text(dir / "lists/dev_spk.txt", "utt3 wav/utt3_mix.wav cid M\n");
+  std::filesystem::remove_all(dir / "stores/spk_dev");
+  result = run_nabu("data --recipe=recipe --expdir=exp --section=devspkids", dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("[devspkids] utterance 'utt3' (lists/dev_spk.txt:1): has 1 speaker "
+                               "label(s)"),
+            std::string::npos)
+      << result.output;
+  std::filesystem::remove_all(dir / "stores/spk_train");
+  result = run_nabu("data --recipe=recipe --expdir=exp --section=devspkids", dir.path());
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("label2index_dir"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("stores/spk_train/label2index.json does not exist"),
+            std::string::npos)
+      << result.output;
 }
 
 // The original MERL_DC_2spk recipe with only its data and store paths rewritten: nabu data

@@ -189,6 +189,98 @@ TEST(ModelCommon, TrainableFalseFreezesParameters) {
   EXPECT_TRUE(x.grad().defined());  // gradients still flow through to the inputs
 }
 
+// Slow reference of the attractor model with three inputs: for every utterance and speaker, the
+// mean of the embedding vectors of the used, real bins that the speaker owns (0 if none).
+torch::Tensor attractor_reference(const torch::Tensor& data, const torch::Tensor& owners,
+                                  const torch::Tensor& usedbins, const std::vector<int64_t>& lengths) {
+  const int64_t B = data.size(0), F = usedbins.size(2);
+  const int64_t D = data.size(2) / F, S = owners.size(2) / F;
+  auto result = torch::zeros({B, S, D}, torch::kDouble);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s) {
+      std::vector<double> sum(D, 0.0);
+      double count = 0;
+      for (int64_t t = 0; t < lengths[b]; ++t)
+        for (int64_t f = 0; f < F; ++f) {
+          if (!usedbins[b][t][f].item<bool>() || !owners[b][t][f * S + s].item<bool>()) continue;
+          count += 1;
+          for (int64_t d = 0; d < D; ++d) sum[d] += data[b][t][f * D + d].item<double>();
+        }
+      for (int64_t d = 0; d < D; ++d) result[b][s][d] = count > 0 ? sum[d] / count : 0.0;
+    }
+  return result;
+}
+
+TEST(ModelAttractor, MeanEmbeddingOfTheUsedBinsEachSpeakerOwns) {
+  torch::manual_seed(3);
+  const int64_t F = 4, D = 3, S = 2;
+  std::vector<int64_t> lengths{5, 3};
+  auto data = torch::randn({2, 5, F * D});
+  data[1].narrow(0, 3, 2).fill_(1e6);  // padding that must not count
+  auto owner = torch::randint(0, S, {2, 5, F});
+  auto owners = torch::one_hot(owner, S).to(torch::kBool).reshape({2, 5, F * S});
+  auto usedbins = torch::rand({2, 5, F}) > 0.3;
+  usedbins[0][0] = false;
+  owners[1][0].zero_();  // a speaker may own no bin at all in an utterance
+  owners[1][1].zero_();
+  owners[1][2].zero_();
+  auto model = make_model_from("architecture = attractor\n");
+  auto attractors = model->run({data, owners, usedbins}, lengths_of(lengths), true);
+  ASSERT_EQ(attractors.sizes(), (std::vector<int64_t>{2, S, D}));
+  auto expected = attractor_reference(data, owners, usedbins, lengths);
+  EXPECT_LT(max_difference(attractors.to(torch::kDouble), expected), 1e-5);
+  EXPECT_EQ(attractors[1].abs().sum().item<double>(), 0.0);  // no owned bin: zero attractor
+  EXPECT_TRUE(model->parameters().empty());
+
+  auto normalised = make_model_from("architecture = attractor\nnormalization = True\n")
+                        ->run({data, owners, usedbins}, lengths_of(lengths), false);
+  auto norms = expected.norm(2, -1, true).clamp_min(1e-6);
+  EXPECT_LT(max_difference(normalised[0].to(torch::kDouble), (expected / norms)[0]), 1e-5);
+  EXPECT_EQ(normalised[1].abs().sum().item<double>(), 0.0);
+}
+
+TEST(ModelAttractor, PerSpeakerEmbeddingsAverageEveryUsedBin) {
+  torch::manual_seed(4);
+  const int64_t F = 3, D = 2, S = 2, T = 4;
+  auto data = torch::randn({1, S, T, F * D});
+  auto usedbins = torch::rand({1, T, F}) > 0.5;
+  usedbins[0][0][0] = true;
+  auto attractors =
+      make_model_from("architecture = attractor\n")->run({data, usedbins}, lengths_of({T}), false);
+  ASSERT_EQ(attractors.sizes(), (std::vector<int64_t>{1, S, D}));
+  double count = usedbins.sum().item<double>();
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t d = 0; d < D; ++d) {
+      double sum = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t f = 0; f < F; ++f)
+          if (usedbins[0][t][f].item<bool>()) sum += data[0][s][t][f * D + d].item<double>();
+      EXPECT_NEAR(attractors[0][s][d].item<double>(), sum / count, 1e-5);
+    }
+}
+
+TEST(ModelAttractor, RejectsInputsThatDoNotFitTheUsedBins) {
+  auto model = make_model_from("architecture = attractor\n");
+  auto usedbins = torch::ones({2, 5, 4}, torch::kBool);
+  auto expect_error = [&](const std::vector<torch::Tensor>& inputs, const std::string& text) {
+    try {
+      model->run(inputs, lengths_of({5, 5}), false);
+      FAIL() << "expected an error containing " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("model 'm' (attractor"), std::string::npos) << e.what();
+    }
+  };
+  expect_error({torch::randn({2, 5, 10}), torch::ones({2, 5, 8}, torch::kBool), usedbins},
+               "(10) is not a multiple of F = 4");
+  expect_error({torch::randn({2, 5, 12}), torch::ones({2, 5, 7}, torch::kBool), usedbins},
+               "(7) is not a multiple of F = 4");
+  expect_error({torch::randn({2, 6, 12}), torch::ones({2, 6, 8}, torch::kBool), usedbins},
+               "disagree on B or T");
+  expect_error({torch::randn({2, 5, 12})}, "expects 2 to 3 input(s), got 1");
+  expect_error({torch::randn({2, 5, 12}), usedbins}, "must have 4 dimensions");
+}
+
 // Every key the original recipes use (docs/models.md) is accepted by the architectures built here.
 TEST(ModelCommon, AcceptsEveryRecipeKey) {
   const std::map<std::string, std::string> sections = {
@@ -209,6 +301,7 @@ TEST(ModelCommon, AcceptsEveryRecipeKey) {
       {"feedforward",
        "activation_func = relu\ndropout = 1.0\nfac_per_layer = 1.0\ninput_noise = 0\n"
        "layer_norm = False\nnum_layers = 2\nnum_units = 100\nrecurrent_dropout = 1.0\n"},
+      {"attractor", ""},
       {"leaky_dblstm",
        "dropout = 1.0\ninput_noise = 0.2\nlayer_norm = False\nleak_factor = 0.5\n"
        "num_layers = 2\nnum_units = 600\nrecurrent_dropout = 1.0\n"},

@@ -57,6 +57,10 @@ torch::Tensor apply_activation(const torch::Tensor& logits, MaskActivation activ
 
 // x / sqrt(max(Σx², epsilon)) over the last dimension, as tf.nn.l2_normalize (docs/losses.md).
 torch::Tensor l2_normalize_last(const torch::Tensor& x, double epsilon = 1e-12);
+// The mean of `vectors` [B, N, D] over the bins each speaker owns, `owners` [B, N, S] (weights,
+// zero on bins that do not count): [B, S, D]. A speaker owning no bin gets count 1, so a zero
+// vector (the original's attractors, shared by the deepattractornet loss and the attractor model).
+torch::Tensor mean_vector_per_speaker(const torch::Tensor& vectors, const torch::Tensor& owners);
 
 // ---- deep clustering -------------------------------------------------------------------------
 

@@ -188,9 +188,7 @@ class DeepAttractorLoss : public LossComputer {
     auto weights = (as_dtype_of(usedbins, embeddings) * real.unsqueeze(2)).reshape({batch, bins, 1});
     auto vectors = embeddings.reshape({batch, bins, dims}) * weights;  // no L2 normalisation
     auto labels = as_dtype_of(binary, embeddings).reshape({batch, bins, speakers}) * weights;
-    // A speaker without used bins gets count 1 (zero attractor) instead of a division by zero.
-    auto counts = labels.sum(1).clamp_min(1.0).unsqueeze(-1);             // [B, S, 1]
-    auto attractors = torch::bmm(labels.transpose(1, 2), vectors) / counts;  // [B, S, D]
+    auto attractors = mean_vector_per_speaker(vectors, labels);        // [B, S, D]
     auto similarity = torch::bmm(attractors, vectors.transpose(1, 2));      // [B, S, N]
     auto masks = apply_activation(similarity, options_.mask_activation, 1);
     auto reconstructions = masks * as_dtype_of(mixture, embeddings).reshape({batch, 1, bins});
