@@ -10,6 +10,7 @@
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/postprocessing/recognition.h"
+#include "nabu/postprocessing/test_run.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/processor.h"
@@ -222,6 +223,10 @@ class RecipeChecker {
         continue;
       }
       check_task(*section, TaskRole::kTest, evaluator);
+      if (std::string message = unsupported_output_handling(*section); !message.empty()) {
+        problem(message);
+        continue;
+      }
       if (is_recognition_task(recipe_, task)) {
         // Decoded and scored by error rate (docs/recognition.md): no reconstructor.
         for (const auto& message : check_recognition_task(recipe_, task)) problem(message);

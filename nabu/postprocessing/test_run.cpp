@@ -20,7 +20,7 @@ namespace {
 struct ScoringData {
   std::vector<ScorerPtr> scorers;
   std::vector<ScoreSummary> summaries;
-  std::unique_ptr<SectionReader> sources, mixture;
+  std::unique_ptr<SectionReader> sources, mixture, noise;  // noise: for sdr_snr
 };
 
 void write_json(const fs::path& path, const nlohmann::json& value) {
@@ -40,6 +40,9 @@ ScoringData make_scoring(const Recipe& recipe, const std::string& task) {
   const auto& options = scoring.scorers.front()->options();
   scoring.sources = std::make_unique<SectionReader>(recipe, options.org_src);
   scoring.mixture = std::make_unique<SectionReader>(recipe, options.base);
+  for (const auto& scorer : scoring.scorers)
+    if (scorer->needs_noise() && !scoring.noise)
+      scoring.noise = std::make_unique<SectionReader>(recipe, options.noise);
   const ConfigFile& database = recipe.get("database.conf");
   SpeakerInfo speakers;
   for (const auto& file : database.section(options.spkinfo).get_list("datafiles")) {
@@ -56,12 +59,18 @@ void score(ScoringData& scoring, const Separation& separation) {
   auto references = scoring.sources->read(separation.utterance);
   auto mixture = scoring.mixture->read(separation.utterance).reshape({-1});
   int64_t length = std::min({references.size(1), mixture.size(0), separation.signals.size(1)});
+  torch::Tensor noise;
+  if (scoring.noise) {
+    noise = scoring.noise->read(separation.utterance).reshape({-1});
+    length = std::min(length, noise.size(0));
+    noise = noise.slice(0, 0, length);
+  }
   references = references.slice(1, 0, length);
   mixture = mixture.slice(0, 0, length);
   auto estimates = separation.signals.slice(1, 0, length);
   for (std::size_t i = 0; i < scoring.scorers.size(); ++i)
     scoring.summaries[i].add(separation.utterance,
-                             scoring.scorers[i]->evaluate(references, estimates, mixture));
+                             scoring.scorers[i]->evaluate(references, estimates, mixture, noise));
 }
 
 // The test mixture of `whole` separated from its audio in chunks, each signal normalised to
@@ -80,6 +89,14 @@ torch::Tensor separate_in_chunks(TaskSeparation& task, const Separation& whole,
 }
 
 }  // namespace
+
+std::string unsupported_output_handling(const ConfigSection& task) {
+  std::string handling = task.get_string("output_handling_type", "reconstructor");
+  if (handling == "reconstructor") return "";
+  return task.where("output_handling_type") + ": [" + task.name() + "] output_handling_type = " +
+         handling + " is not built (only reconstructor: separated and scored signals); leave the "
+         "task out of [evaluator] tasks, e.g. --set 'test_evaluator.cfg:evaluator:tasks=...'";
+}
 
 void run_test(const Recipe& recipe, const fs::path& expdir,
                        const TestRunOptions& options) {
@@ -100,6 +117,8 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     if (!test_cfg.has_section(task))
       throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
                         did_you_mean(task, test_cfg.section_names()));
+    if (std::string problem = unsupported_output_handling(test_cfg.section(task)); !problem.empty())
+      throw ConfigError(problem);
     if (is_recognition_task(recipe, task)) {
       if (options.chunk_seconds > 0)
         throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +

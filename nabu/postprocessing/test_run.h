@@ -27,6 +27,10 @@ struct TestRunOptions {
   std::function<void(const std::string&)> on_summary;
 };
 
+// The problem with a test task section whose output_handling_type is not `reconstructor` (the
+// original's speaker_verification is not built), naming file:line; empty when it is supported.
+std::string unsupported_output_handling(const ConfigSection& task);
+
 void run_test(const Recipe& recipe, const std::filesystem::path& expdir,
                        const TestRunOptions& options);
 

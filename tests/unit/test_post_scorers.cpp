@@ -23,25 +23,33 @@ double db(double num, double den) { return 10.0 * std::log10(num / den); }
 double energy(const torch::Tensor& x) { return x.square().sum().item<double>(); }
 
 // The decomposition written out plainly: an explicit matrix of delayed references, least squares
-// by normal equations, SDR/SIR/SAR per pair, and the best permutation by mean SIR.
-SeparationScores slow_bss_eval(const torch::Tensor& refs, const torch::Tensor& ests, int64_t taps) {
+// by normal equations, SDR/SIR/SAR per pair, and the best permutation by mean SIR. With a noise
+// signal (the original's sdr_snr), its delayed copies are appended to the basis: the noise error
+// is the difference of the projections with and without them, SNR and SAR follow from it.
+SeparationScores slow_bss_eval(const torch::Tensor& refs, const torch::Tensor& ests, int64_t taps,
+                               const torch::Tensor& noise = {}) {
   const int64_t sources = refs.size(0), samples = refs.size(1), padded = samples + taps - 1;
-  auto delayed = torch::zeros({padded, sources * taps}, torch::kFloat64);
-  for (int64_t i = 0; i < sources; ++i)
-    for (int64_t a = 0; a < taps; ++a) delayed.slice(0, a, a + samples).select(1, i * taps + a) += refs[i];
+  auto signals = noise.defined() ? torch::cat({refs, noise.unsqueeze(0)}) : refs;
+  auto delayed = torch::zeros({padded, signals.size(0) * taps}, torch::kFloat64);
+  for (int64_t i = 0; i < signals.size(0); ++i)
+    for (int64_t a = 0; a < taps; ++a)
+      delayed.slice(0, a, a + samples).select(1, i * taps + a) += signals[i];
   auto project = [&](const torch::Tensor& basis, const torch::Tensor& x) {
     auto coefficients = torch::linalg_solve(basis.t().matmul(basis), basis.t().matmul(x));
     return basis.matmul(coefficients);
   };
-  std::vector<std::vector<double>> sdr(sources, std::vector<double>(sources)), sir = sdr, sar = sdr;
+  std::vector<std::vector<double>> sdr(sources, std::vector<double>(sources)), sir = sdr, sar = sdr,
+                                   snr = sdr;
   for (int64_t e = 0; e < sources; ++e) {
     auto estimate = torch::cat({ests[e], torch::zeros({taps - 1}, torch::kFloat64)});
-    auto all = project(delayed, estimate);
+    auto all = project(delayed.slice(1, 0, sources * taps), estimate);
+    auto everything = project(delayed, estimate);
     for (int64_t j = 0; j < sources; ++j) {
       auto own = project(delayed.slice(1, j * taps, (j + 1) * taps), estimate);
       sdr[e][j] = db(energy(own), energy(estimate - own));
       sir[e][j] = db(energy(own), energy(all - own));
-      sar[e][j] = db(energy(all), energy(estimate - all));
+      sar[e][j] = db(energy(everything), energy(estimate - everything));
+      snr[e][j] = db(energy(all), energy(everything - all));
     }
   }
   std::vector<int64_t> perm(sources), best;
@@ -58,6 +66,7 @@ SeparationScores slow_bss_eval(const torch::Tensor& refs, const torch::Tensor& e
     scores.sdr.push_back(sdr[best[j]][j]);
     scores.sir.push_back(sir[best[j]][j]);
     scores.sar.push_back(sar[best[j]][j]);
+    if (noise.defined()) scores.snr.push_back(snr[best[j]][j]);
   }
   return scores;
 }
@@ -86,6 +95,33 @@ TEST(PostBssEval, MatchesAnExplicitLeastSquaresDecomposition) {
     expect_same(bss_eval_sources(refs.to(torch::kFloat32).to(torch::kFloat64), ests, taps), want, 1e-6);
     EXPECT_EQ(want.perm.front(), sources - 1);
   }
+}
+
+// The original's sdr_snr extension against the explicit decomposition with the noise appended.
+TEST(PostBssEval, NoiseExtensionMatchesTheExplicitDecomposition) {
+  torch::manual_seed(5);
+  const int64_t samples = 600, taps = 16;
+  auto refs = torch::randn({2, samples}, torch::kFloat64);
+  auto noise = torch::randn({samples}, torch::kFloat64);
+  auto ests = torch::stack({refs[1] + 0.2 * refs[0] + 0.3 * noise,
+                            refs[0] + 0.1 * refs[1] + 0.05 * noise}) +
+              0.1 * torch::randn({2, samples}, torch::kFloat64);
+  auto want = slow_bss_eval(refs, ests, taps, noise);
+  auto got = bss_eval_sources_with_noise(refs, ests, noise, taps);
+  expect_same(got, want, 1e-6);
+  ASSERT_EQ(got.snr.size(), 2u);
+  for (int j = 0; j < 2; ++j) EXPECT_NEAR(got.snr[j], want.snr[j], 1e-6) << j;
+  EXPECT_EQ(got.perm, (std::vector<int64_t>{1, 0}));
+  // More noise in an estimate, lower SNR; SDR and SIR are those of the plain decomposition.
+  EXPECT_LT(got.snr[1], got.snr[0]);
+  auto plain = bss_eval_sources(refs, ests, taps);
+  for (int j = 0; j < 2; ++j) {
+    EXPECT_NEAR(got.sdr[j], plain.sdr[j], 1e-9);
+    EXPECT_NEAR(got.sir[j], plain.sir[j], 1e-9);
+  }
+  EXPECT_THROW(bss_eval_sources_with_noise(refs, ests, torch::zeros({samples}, torch::kFloat64)),
+               Error);
+  EXPECT_THROW(bss_eval_sources_with_noise(refs, ests, noise.slice(0, 1)), Error);
 }
 
 TEST(PostBssEval, OrthogonalInterferenceHasAClosedFormSir) {
@@ -269,6 +305,37 @@ TEST(PostScorer, SiSdrScorerAndConfiguration) {
     auto original = ConfigFile::load(recipe / "scorer.cfg");
     for (const auto& section : original.sections())
       EXPECT_EQ(make_scorers(section).size(), 1u) << section.name();
+  }
+}
+
+TEST(PostScorer, SdrSnrScorerNeedsItsNoiseSection) {
+  auto config = ConfigFile::parse(
+      "[task]\nscore_type = sdr_snr\norg_src = o\nnoise = n\nbase = b\nspkinfo = s\n", "scorer.cfg");
+  auto scorers = make_scorers(config.sections().front());
+  const auto& scorer = *scorers.front();
+  EXPECT_EQ(scorer.metrics(), (std::vector<std::string>{"SDR", "SIR", "SNR", "SAR"}));
+  torch::manual_seed(12);
+  auto refs = torch::randn({2, 3000}, torch::kFloat64);
+  auto noise = 0.3 * torch::randn({3000}, torch::kFloat64);
+  auto mixture = refs.sum(0) + noise;
+  auto ests = refs + 0.1 * torch::randn({2, 3000}, torch::kFloat64);
+  auto values = scorer.score(refs, ests, mixture, noise);
+  auto direct = bss_eval_sources_with_noise(refs, ests, noise);
+  auto base = bss_eval_sources_with_noise(refs, torch::stack({mixture, mixture}), noise);
+  EXPECT_NEAR(values["SNR"], 0.5 * (direct.snr[0] + direct.snr[1]), 1e-9);
+  EXPECT_NEAR(values["SNR_base"], 0.5 * (base.snr[0] + base.snr[1]), 1e-9);
+  EXPECT_NEAR(values["SNRi"], values["SNR"] - values["SNR_base"], 1e-12);
+  EXPECT_GT(values["SNRi"], 10.0);  // the estimates hold (almost) no noise, the mixture all of it
+  EXPECT_THROW(scorer.score(refs, ests, mixture), Error);  // no noise signal given
+
+  auto missing = ConfigFile::parse("[t]\nscore_type = sdr_snr\norg_src = a\nbase = b\nspkinfo = c\n",
+                                   "scorer.cfg");
+  try {
+    make_scorers(missing.sections().front());
+    ADD_FAILURE() << "sdr_snr without noise accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("noise"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("scorer.cfg"), std::string::npos) << e.what();
   }
 }
 

@@ -75,3 +75,17 @@ TEST(RecipeCheck, EveryComponentCheckerNamesFileAndLine) {
   EXPECT_TRUE(has_line(report.warnings, "dependencies", "trainspek")) << joined(report.warnings);
   EXPECT_EQ(problems.size(), 4u) << joined(problems);
 }
+
+// The original's speaker_verification output handling (DANet-Drude2018 test tasks) is not built:
+// one problem naming the key's line, instead of missing reconstructor/scorer sections.
+TEST(RecipeCheck, UnbuiltOutputHandlingIsOneProblem) {
+  TempDir dir;
+  auto recipe = copy_fixture(
+      dir, {{"test_evaluator.cfg",
+             {"[task_2spk]\n", "[task_2spk]\noutput_handling_type = speaker_verification\n"}}});
+  auto report = check_recipe(recipe, {});
+  ASSERT_EQ(report.problems.size(), 1u) << joined(report.problems);
+  EXPECT_TRUE(has_line(report.problems, "test_evaluator.cfg:",
+                       "[task_2spk] output_handling_type = speaker_verification is not built"))
+      << joined(report.problems);
+}

@@ -96,63 +96,105 @@ SeparationScores select(const torch::Tensor& sdr, const torch::Tensor& sir,
 
 }  // namespace
 
-SeparationScores bss_eval_sources(const torch::Tensor& references, const torch::Tensor& estimates,
-                                  int64_t filter_length) {
-  validate(references, estimates, "bss_eval_sources");
+namespace {
+
+// mir_eval's decomposition of every estimate against every reference (and, with a noise signal,
+// the extension of the original's sdr_snr scorer); see bss_eval.h.
+SeparationScores decompose(const torch::Tensor& references, const torch::Tensor& estimates,
+                           const torch::Tensor& noise, int64_t filter_length) {
   if (filter_length < 1) throw Error("bss_eval_sources: the filter length must be positive");
   auto refs = references.to(torch::kFloat64).contiguous();
   auto ests = estimates.to(torch::kFloat64).contiguous();
-  const int64_t sources = refs.size(0), samples = refs.size(1), taps = filter_length;
-  const int64_t padded = samples + taps - 1;
+  const bool with_noise = noise.defined();
+  // The signals the estimates are projected on: the references, then the noise.
+  auto signals = with_noise ? torch::cat({refs, noise.to(torch::kFloat64).reshape({1, -1})}) : refs;
+  const int64_t sources = refs.size(0), count = signals.size(0), samples = refs.size(1);
+  const int64_t taps = filter_length, padded = samples + taps - 1;
   int64_t nfft = 1;
   while (nfft < padded) nfft *= 2;  // long enough that circular correlations are linear ones
 
-  auto ref_spectra = torch::fft::rfft(refs, nfft, 1);  // [S, K]
+  auto spectra = torch::fft::rfft(signals, nfft, 1);  // [C, K]
   auto est_spectra = torch::fft::rfft(ests, nfft, 1);
   auto index_options = torch::TensorOptions().dtype(torch::kLong);
   auto delays = torch::arange(taps, index_options);
 
-  // Gram matrix of the delayed references: <r_i delayed a, r_j delayed b> = xc_ij[b - a], with
+  // Gram matrix of the delayed signals: <r_i delayed a, r_j delayed b> = xc_ij[b - a], with
   // xc_ij[k] = sum_m r_i[m + k] r_j[m]. Row/column i*taps + a.
-  auto cross = torch::fft::irfft(ref_spectra.unsqueeze(1) * ref_spectra.conj().unsqueeze(0),
-                                 nfft, -1);  // [S, S, nfft]
+  auto cross = torch::fft::irfft(spectra.unsqueeze(1) * spectra.conj().unsqueeze(0), nfft,
+                                 -1);  // [C, C, nfft]
   auto lags = (delays.unsqueeze(0) - delays.unsqueeze(1)).remainder(nfft);  // [a, b] -> b - a
-  auto blocks = cross.index_select(2, lags.flatten()).reshape({sources, sources, taps, taps});
-  auto gram = blocks.permute({0, 2, 1, 3}).reshape({sources * taps, sources * taps});
+  auto blocks = cross.index_select(2, lags.flatten()).reshape({count, count, taps, taps});
+  auto gram = blocks.permute({0, 2, 1, 3}).reshape({count * taps, count * taps});
 
-  // Inner products of each estimate with the delayed references: <r_i delayed a, e>.
-  auto est_cross = torch::fft::irfft(ref_spectra.unsqueeze(0) * est_spectra.conj().unsqueeze(1),
-                                     nfft, -1);                              // [Se, S, nfft]
-  auto products = est_cross.index_select(2, (-delays).remainder(nfft));      // [Se, S, taps]
+  // Inner products of each estimate with the delayed signals: <r_i delayed a, e>.
+  auto est_cross = torch::fft::irfft(spectra.unsqueeze(0) * est_spectra.conj().unsqueeze(1),
+                                     nfft, -1);                              // [Se, C, nfft]
+  auto products = est_cross.index_select(2, (-delays).remainder(nfft));      // [Se, C, taps]
 
-  // Projection on all references (independent of the reference being scored).
-  auto all_filters =
-      solve(gram, products.reshape({sources, sources * taps}).t()).t().reshape(
-          {sources, sources, taps});  // [Se, S, taps]
-  auto projection_all =
-      torch::fft::irfft((torch::fft::rfft(all_filters, nfft, -1) * ref_spectra.unsqueeze(0)).sum(1),
-                        nfft, -1)
-          .slice(-1, 0, padded);  // [Se, L]
+  // Projection on the first `used` signals together (independent of the reference scored).
+  auto project_on_first = [&](int64_t used) {
+    auto sub_gram = gram.slice(0, 0, used * taps).slice(1, 0, used * taps);
+    auto filters = solve(sub_gram, products.slice(1, 0, used).reshape({sources, used * taps}).t())
+                       .t()
+                       .reshape({sources, used, taps});  // [Se, used, taps]
+    return torch::fft::irfft((torch::fft::rfft(filters, nfft, -1) * spectra.slice(0, 0, used)
+                                                                        .unsqueeze(0))
+                                 .sum(1),
+                             nfft, -1)
+        .slice(-1, 0, padded);  // [Se, L]
+  };
+  auto projection_all = project_on_first(sources);
   // Projection on each reference alone: its diagonal Gram block.
-  auto own_gram = blocks.diagonal(0, 0, 1).permute({2, 0, 1});  // [S, taps, taps]
-  auto own_filters = solve(own_gram, products.permute({1, 2, 0}));  // [S, taps, Se]
+  auto own_gram = blocks.slice(0, 0, sources).slice(1, 0, sources).diagonal(0, 0, 1).permute(
+      {2, 0, 1});  // [S, taps, taps]
+  auto own_filters = solve(own_gram, products.slice(1, 0, sources).permute({1, 2, 0}));
   auto projection_own =
       torch::fft::irfft(torch::fft::rfft(own_filters.permute({2, 0, 1}), nfft, -1) *
-                            ref_spectra.unsqueeze(0),
+                            spectra.slice(0, 0, sources).unsqueeze(0),
                         nfft, -1)
           .slice(-1, 0, padded);  // [Se, S, L]
 
   auto padded_estimates = torch::constant_pad_nd(ests, {0, taps - 1});  // [Se, L]
-  // s_target + e_spat = projection_own; e_interf = projection_all - projection_own;
-  // e_artif = estimate - projection_all (mir_eval's _bss_decomp_mtifilt).
+  // s_target + e_spat = projection_own; e_interf = projection_all - projection_own; with noise
+  // e_noise = projection_all_and_noise - projection_all; e_artif = estimate - the projection on
+  // everything (mir_eval's _bss_decomp_mtifilt and the original's _extended variant).
   auto target_energy = projection_own.square().sum(-1);
   auto distortion = (padded_estimates.unsqueeze(1) - projection_own).square().sum(-1);
   auto interference = (projection_all.unsqueeze(1) - projection_own).square().sum(-1);
-  auto artifacts = (padded_estimates - projection_all).square().sum(-1);
   auto sdr = safe_db(target_energy, distortion);
   auto sir = safe_db(target_energy, interference);
-  auto sar = safe_db(projection_all.square().sum(-1), artifacts).unsqueeze(1).expand({sources, sources});
-  return select(sdr, sir, sar, best_permutation(sir));
+  auto everything = with_noise ? project_on_first(count) : projection_all;
+  auto sar = safe_db(everything.square().sum(-1), (padded_estimates - everything).square().sum(-1))
+                 .unsqueeze(1)
+                 .expand({sources, sources});
+  auto scores = select(sdr, sir, sar, best_permutation(sir));
+  if (with_noise) {
+    auto snr = safe_db(projection_all.square().sum(-1),
+                       (everything - projection_all).square().sum(-1));
+    for (auto e : scores.perm) scores.snr.push_back(snr[e].item<double>());
+  }
+  return scores;
+}
+
+}  // namespace
+
+SeparationScores bss_eval_sources(const torch::Tensor& references, const torch::Tensor& estimates,
+                                  int64_t filter_length) {
+  validate(references, estimates, "bss_eval_sources");
+  return decompose(references, estimates, torch::Tensor(), filter_length);
+}
+
+SeparationScores bss_eval_sources_with_noise(const torch::Tensor& references,
+                                             const torch::Tensor& estimates,
+                                             const torch::Tensor& noise, int64_t filter_length) {
+  validate(references, estimates, "bss_eval_sources (sdr_snr)");
+  if (!noise.defined() || noise.numel() != references.size(1))
+    throw Error("bss_eval_sources (sdr_snr): the noise signal has " +
+                (noise.defined() ? std::to_string(noise.numel()) : std::string("no")) +
+                " samples, the references " + std::to_string(references.size(1)));
+  if ((noise == 0).all().item<bool>())
+    throw Error("bss_eval_sources (sdr_snr): the noise signal is all zeros");
+  return decompose(references, estimates, noise, filter_length);
 }
 
 SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Tensor& estimates) {

@@ -23,6 +23,7 @@ namespace nabu {
 struct SeparationScores {
   // Indexed by reference j: estimate perm[j] scored against reference j.
   std::vector<double> sdr, sir, sar;
+  std::vector<double> snr;  // bss_eval_sources_with_noise only
   std::vector<int64_t> perm;
 };
 
@@ -32,6 +33,16 @@ struct SeparationScores {
 // give +inf dB (mir_eval's _safe_db).
 SeparationScores bss_eval_sources(const torch::Tensor& references, const torch::Tensor& estimates,
                                   int64_t filter_length = 512);
+
+// The original's sdr_snr extension: the same decomposition with a noise signal [N] (not all
+// zeros) as one more signal to project on. The noise part of the error, e_noise = (projection on
+// references and noise) - (projection on references), gives SNR = |s_target + e_spat + e_interf|^2
+// / |e_noise|^2, and SAR becomes |projection on everything|^2 / |e_artif|^2; SDR and SIR (and so
+// the permutation, by mean SIR) are those of bss_eval_sources.
+SeparationScores bss_eval_sources_with_noise(const torch::Tensor& references,
+                                             const torch::Tensor& estimates,
+                                             const torch::Tensor& noise,
+                                             int64_t filter_length = 512);
 
 // SI-SDR (with SI-SIR, SI-SAR in the sdr/sir/sar fields). Same shape rules.
 SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Tensor& estimates);

@@ -13,7 +13,7 @@ void ScorerOptions::declare(OptionsReader& r) {
   r("spkinfo", spkinfo,
     "database section(s) whose datafiles list 'utt x id1 g1 id2 g2 ...' per line; required");
   r("nrs", nrs, "number of speakers to score; 0 = as many as there are references");
-  r.accepted("noise", "noise reference section of the original's sdr_snr scorer");
+  r("noise", noise, "database section(s) of the noise signal (sdr_snr; required there)");
   r.require(!score_type.empty(), "score_type", "names no scorer");
   r.require(!trim(org_src).empty(), "org_src", "required: the original sources");
   r.require(!trim(base).empty(), "base", "required: the mixture");
@@ -33,7 +33,9 @@ Scorer::Scorer(const ConfigSection& section, std::string type, std::vector<std::
       where_(section.where()) {}
 
 UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
-                                const torch::Tensor& mixture) const {
+                                const torch::Tensor& mixture, const torch::Tensor& noise) const {
+  if (needs_noise() && !noise.defined())
+    throw Error(where_ + ": score_type " + type_ + " needs the noise signal (key noise)");
   if (!references.defined() || !estimates.defined() || !mixture.defined() ||
       references.dim() != 2 || estimates.dim() != 2)
     throw Error(where_ + ": score_type " + type_ +
@@ -55,7 +57,7 @@ UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Te
   for (std::size_t s = 0; s < scenarios().size(); ++s) {
     std::vector<std::vector<double>> values;
     std::vector<int64_t> permutation;
-    score_scenario(references, inputs[s], values, permutation);
+    score_scenario(references, inputs[s], noise, values, permutation);
     for (std::size_t m = 0; m < metrics_.size(); ++m)
       result.values[metrics_[m]][scenarios()[s]] = values.at(m);
     result.permutation[scenarios()[s]] = permutation;
@@ -65,8 +67,9 @@ UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Te
 
 std::map<std::string, double> Scorer::score(const torch::Tensor& references,
                                             const torch::Tensor& estimates,
-                                            const torch::Tensor& mixture) const {
-  auto detail = evaluate(references, estimates, mixture);
+                                            const torch::Tensor& mixture,
+                                            const torch::Tensor& noise) const {
+  auto detail = evaluate(references, estimates, mixture, noise);
   auto mean = [](const std::vector<double>& values) {
     double sum = 0.0;
     for (double v : values) sum += v;
@@ -91,7 +94,7 @@ class SdrScorer : public Scorer {
 
  protected:
   void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
-                      std::vector<std::vector<double>>& values,
+                      const torch::Tensor&, std::vector<std::vector<double>>& values,
                       std::vector<int64_t>& permutation) const override {
     auto scores = bss_eval_sources(references, estimates, 512);
     values = {scores.sdr, scores.sir, scores.sar};
@@ -106,10 +109,31 @@ class SiSdrScorer : public Scorer {
 
  protected:
   void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
-                      std::vector<std::vector<double>>& values,
+                      const torch::Tensor&, std::vector<std::vector<double>>& values,
                       std::vector<int64_t>& permutation) const override {
     auto scores = si_sdr_sources(references, estimates);
     values = {scores.sdr, scores.sir, scores.sar};
+    permutation = scores.perm;
+  }
+};
+
+// The original's sdr_snr: BSS Eval with the noise as one more signal to project on, so the error
+// splits into interference, noise and artifacts (bss_eval.h).
+class SdrSnrScorer : public Scorer {
+ public:
+  explicit SdrSnrScorer(const ConfigSection& section)
+      : Scorer(section, "sdr_snr", {"SDR", "SIR", "SNR", "SAR"}) {
+    if (trim(options().noise).empty())
+      section.fail("noise", "required for score_type sdr_snr: the section of the noise signal");
+  }
+  bool needs_noise() const override { return true; }
+
+ protected:
+  void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                      const torch::Tensor& noise, std::vector<std::vector<double>>& values,
+                      std::vector<int64_t>& permutation) const override {
+    auto scores = bss_eval_sources_with_noise(references, estimates, noise, 512);
+    values = {scores.sdr, scores.sir, scores.snr, scores.sar};
     permutation = scores.perm;
   }
 };
@@ -140,6 +164,9 @@ std::vector<ScorerPtr> make_scorers(const ConfigSection& section) {
 
 NABU_REGISTER_WITH_OPTIONS(scorer_registry, "sdr", make<SdrScorer>, ScorerOptions,
                            "BSS Eval v3 SDR, SIR, SAR (mir_eval, 512-tap filter) and improvements")
+NABU_REGISTER_WITH_OPTIONS(scorer_registry, "sdr_snr", make<SdrSnrScorer>, ScorerOptions,
+                           "sdr with a noise reference: SDR, SIR, SNR, SAR and improvements "
+                           "(key noise)")
 NABU_REGISTER_WITH_OPTIONS(scorer_registry, "si_sdr", make<SiSdrScorer>, ScorerOptions,
                            "scale-invariant SDR (zero-mean), SI-SIR, SI-SAR and improvements")
 

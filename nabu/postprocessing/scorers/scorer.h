@@ -23,6 +23,7 @@ struct ScorerOptions {
   std::string org_src;  // database section(s) of the original sources (required)
   std::string base;     // database section(s) of the mixture (required)
   std::string spkinfo;  // database section(s) whose datafiles list the speakers (required)
+  std::string noise;    // database section(s) of the noise signal (sdr_snr)
   int nrs = 0;          // number of speakers; 0 = as many as the references
   void declare(OptionsReader& r);
 };
@@ -47,20 +48,24 @@ class Scorer {
 
   // references [S, N], estimates [S, N], mixture [N] or [1, N]; all the same length N (the
   // original scores signals of one snip). The mixture is duplicated S times as the baseline.
+  // `noise` [N]: the noise signal, for scorers that need_noise().
   UtteranceScore evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
-                          const torch::Tensor& mixture) const;
+                          const torch::Tensor& mixture, const torch::Tensor& noise = {}) const;
+  virtual bool needs_noise() const { return false; }
 
   // Per utterance averages over the speakers: for every metric M, "M" (estimates), "M_base"
   // (mixture) and the improvement "Mi" = M - M_base (so SDR, SDR_base, SDRi, ...).
   std::map<std::string, double> score(const torch::Tensor& references,
                                       const torch::Tensor& estimates,
-                                      const torch::Tensor& mixture) const;
+                                      const torch::Tensor& mixture,
+                                      const torch::Tensor& noise = {}) const;
 
  protected:
   Scorer(const ConfigSection& section, std::string type, std::vector<std::string> metrics);
-  // Scores of `estimates` [S, N] against `references` [S, N], one list per metric, plus the
-  // permutation.
+  // Scores of `estimates` [S, N] against `references` [S, N] (and `noise` [N] or undefined), one
+  // list per metric, plus the permutation.
   virtual void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                              const torch::Tensor& noise,
                               std::vector<std::vector<double>>& values,
                               std::vector<int64_t>& permutation) const = 0;
 
