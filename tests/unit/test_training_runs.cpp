@@ -16,6 +16,7 @@
 #include <set>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -382,6 +383,56 @@ TEST(SlurmNodeList, FirstHostOfCompressedLists) {
   EXPECT_THROW(first_slurm_host("node[01-04"), Error);
 }
 
+// Linked sets: every update runs one minibatch of every set and sums their weighted (loss, norm);
+// validation weights each set by its weight over the first's. A second set of weight 0 changes
+// nothing (the first set, named set0 as the default one, keeps its batch stream); weight 1 does.
+TEST_F(TrainingRun, LinkedSetsAddTheirWeightedLosses) {
+  const std::string run = " --max-steps=3,0 --set trainer.cfg:trainer:valid_frequency=2";
+  auto linked = [](const std::string& weights) {
+    std::string flags = " --set 'trainer.cfg:task_2spk:linkedsets=set0 extra'"
+                        " --set 'trainer.cfg:task_2spk:linkedset_weighting=" + weights + "'"
+                        " --set 'validation_evaluator.cfg:task_2spk:linkedsets=set0 extra'"
+                        " --set 'validation_evaluator.cfg:task_2spk:linkedset_weighting=" +
+                        weights + "'";
+    // set0: the task's own sections; extra: the other split's.
+    for (const auto& [name, train_section, dev_section] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"features", "trainspec", "devspec"},
+             {"binary_targets", "traintargets", "devtargets"},
+             {"usedbins", "trainusedbins", "devusedbins"}}) {
+      flags += " --set trainer.cfg:task_2spk:set0_" + name + "=" + train_section;
+      flags += " --set trainer.cfg:task_2spk:extra_" + name + "=" + dev_section;
+      flags += " --set validation_evaluator.cfg:task_2spk:set0_" + name + "=" + dev_section;
+      flags += " --set validation_evaluator.cfg:task_2spk:extra_" + name + "=" + train_section;
+    }
+    return flags;
+  };
+  auto single = train("exp_single", run);
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  auto ignored = train("exp_zero", run + linked("1.0 0.0"));
+  ASSERT_EQ(ignored.exit_code, 0) << ignored.output;
+  auto both = train("exp_both", run + linked("1.0 1.0"));
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+
+  expect_same_parameters(parameters("exp_single/100/logdir/latest.pt"),
+                         parameters("exp_zero/100/logdir/latest.pt"), 1e-6);
+  auto single_validation = validation_losses(dir_ / "exp_single/100/metrics.jsonl");
+  auto zero_validation = validation_losses(dir_ / "exp_zero/100/metrics.jsonl");
+  ASSERT_EQ(single_validation.size(), zero_validation.size());
+  for (std::size_t i = 0; i < single_validation.size(); ++i)
+    EXPECT_NEAR(zero_validation[i], single_validation[i], 1e-6 * std::abs(single_validation[i]));
+  auto both_losses = training_losses_by_step(dir_ / "exp_both/100/metrics.jsonl");
+  auto single_losses = training_losses_by_step(dir_ / "exp_single/100/metrics.jsonl");
+  EXPECT_NE(both_losses.at(1), single_losses.at(1));
+  auto both_validation = validation_losses(dir_ / "exp_both/100/metrics.jsonl");
+  EXPECT_NE(both_validation.front(), single_validation.front());
+
+  // One weight per set, or a clear error.
+  auto wrong = train("exp_wrong", run + linked("1.0"));
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.output.find("linkedset_weighting"), std::string::npos) << wrong.output;
+}
+
 TEST_F(TrainingRun, DivergingLossStopsNamingTaskAndStep) {
   auto result = train("exp_nan", "--max-steps=50 --set trainer.cfg:trainer:valid_frequency=1000"
                                  " --set 'trainer.cfg:trainer:initial_learning_rate=1e38 1e38'");
@@ -413,6 +464,35 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
   auto chunked_summary = nlohmann::json::parse(nabu::testing::read_text(
       dir_ / "exp_sep/test_chunks_0.5s/results_task_2spk_sdr_summary.json"));
   EXPECT_TRUE(chunked_summary["SDR"]["SS"]["all"]["mean"].is_number());
+
+  // sdr_snr: the recipe copy gets a noise reference per test utterance; SNR of the estimates and
+  // of the mixture (which holds no such noise) are summarised next to SDR.
+  std::string noise_list;
+  for (int i = 0; i < 4; ++i) {
+    std::string name = "tt_" + std::to_string(i);
+    nabu::testing::write_noise_wav(dir_ / ("noise/" + name + ".wav"), 40000, 60 + i);
+    noise_list += name + " noise/" + name + ".wav\n";
+  }
+  write_text(dir_ / "noise.scp", noise_list);
+  write_text(dir_ / "exp_sep/database.conf",
+             nabu::testing::read_text(dir_ / "exp_sep/database.conf") +
+                 "\n[testnoise]\ndatafiles = noise.scp\npreprocess = False\n"
+                 "processor_config = score_processor.cfg\n");
+  auto with_noise = run_nabu("test --expdir=exp_sep --threads=1 "
+                             "--set 'scorer.cfg:task_2spk:score_type=sdr sdr_snr' "
+                             "--set scorer.cfg:task_2spk:noise=testnoise",
+                             dir_.path());
+  ASSERT_EQ(with_noise.exit_code, 0) << with_noise.output;
+  auto snr_summary = nlohmann::json::parse(nabu::testing::read_text(
+      dir_ / "exp_sep/test/results_task_2spk_sdr_snr_summary.json"));
+  EXPECT_TRUE(snr_summary["SNR"]["SS"]["all"]["mean"].is_number()) << snr_summary.dump();
+  EXPECT_NEAR(snr_summary["SDR"]["SS"]["all"]["mean"].get<double>(),
+              summary["SDR"]["SS"]["all"]["mean"].get<double>(), 1e-6);
+  auto no_noise_section = run_nabu("test --expdir=exp_sep --threads=1 "
+                                   "--set scorer.cfg:task_2spk:score_type=sdr_snr",
+                                   dir_.path());
+  EXPECT_EQ(no_noise_section.exit_code, 1);
+  EXPECT_NE(no_noise_section.output.find("noise"), std::string::npos) << no_noise_section.output;
 
   // A 16 kHz stereo recording: the test mixture upsampled, the right channel at half level.
   const std::string mixture = "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
