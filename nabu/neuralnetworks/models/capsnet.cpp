@@ -11,6 +11,25 @@ namespace nabu {
 
 namespace capsules {
 
+void CapsuleOptions::declare(OptionsReader& r) {
+  declare_common(r, architecture, trainable);
+  r("num_capsules", num_capsules, "capsules per layer (and per direction for dbr_capsnet)");
+  r("capsule_dim", capsule_dim, "dimension of a capsule");
+  r("routing_iters", routing_iters, "dynamic routing iterations per capsule layer (and frame)");
+  r("num_layers", num_layers,
+    "layers including the primary capsules (num_layers - 1 routed capsule layers)");
+  r("logits_prior", logits_prior,
+    "True learns the initial routing logits (otherwise they stay zero)");
+  r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
+  r("dropout", dropout, "dropout KEEP probability after every routed layer in training");
+  r.require(num_capsules > 0, "num_capsules", "required: must be > 0");
+  r.require(capsule_dim > 0, "capsule_dim", "required: must be > 0");
+  r.require(routing_iters >= 0, "routing_iters", "must be >= 0");
+  r.require(num_layers >= 1, "num_layers", "must be >= 1 (the primary capsules)");
+  r.require(input_noise >= 0.0, "input_noise", "must be >= 0");
+  r.require(dropout > 0.0 && dropout <= 1.0, "dropout", "is a keep probability in (0, 1]");
+}
+
 torch::Tensor squash(const torch::Tensor& s) {
   auto squared_norm = s.square().sum(-1, /*keepdim=*/true);
   return s * (squared_norm / (1.0 + squared_norm) / torch::sqrt(squared_norm + 1e-7));
@@ -44,35 +63,7 @@ torch::Tensor route(const torch::Tensor& predictions, const torch::Tensor& logit
 
 namespace {
 
-struct CapsNetOptions {
-  std::string architecture;
-  bool trainable = true;
-  int num_capsules = 0;
-  int capsule_dim = 0;
-  int routing_iters = 3;
-  int num_layers = 1;
-  bool logits_prior = false;
-  double input_noise = 0.0;
-  double dropout = 1.0;
-
-  void declare(OptionsReader& r) {
-    declare_common(r, architecture, trainable);
-    r("num_capsules", num_capsules, "capsules per layer");
-    r("capsule_dim", capsule_dim, "dimension of a capsule");
-    r("routing_iters", routing_iters, "dynamic routing iterations per capsule layer");
-    r("num_layers", num_layers,
-      "layers including the primary capsules (num_layers - 1 routed capsule layers)");
-    r("logits_prior", logits_prior,
-      "True learns the initial routing logits (otherwise they stay zero)");
-    r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
-    r("dropout", dropout, "dropout KEEP probability after every routed layer in training");
-    r.require(num_capsules > 0, "num_capsules", "required: must be > 0");
-    r.require(capsule_dim > 0, "capsule_dim", "required: must be > 0");
-    r.require(routing_iters >= 0, "routing_iters", "must be >= 0");
-    r.require(num_layers >= 1, "num_layers", "must be >= 1 (the primary capsules)");
-    r.require(dropout > 0.0 && dropout <= 1.0, "dropout", "is a keep probability in (0, 1]");
-  }
-};
+using CapsNetOptions = capsules::CapsuleOptions;
 
 class CapsNetModel : public Model {
  public:

@@ -4,7 +4,25 @@
 
 #include <torch/torch.h>
 
+#include <string>
+
+#include "nabu/core/options.h"
+
 namespace nabu::capsules {
+
+// The keys both capsule architectures read (the original's capsnet.py and dbr_capsnet.py).
+struct CapsuleOptions {
+  std::string architecture;
+  bool trainable = true;
+  int num_capsules = 0;
+  int capsule_dim = 0;
+  int routing_iters = 3;
+  int num_layers = 1;
+  bool logits_prior = false;
+  double input_noise = 0.0;
+  double dropout = 1.0;
+  void declare(OptionsReader& r);
+};
 
 // squash over the last axis: s * |s|^2 / (1 + |s|^2) / sqrt(|s|^2 + 1e-7).
 torch::Tensor squash(const torch::Tensor& s);

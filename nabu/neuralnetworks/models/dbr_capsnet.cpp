@@ -32,29 +32,14 @@ namespace {
 // softmax over the output capsules.
 enum class StateProbability { kSigmoid, kUnit };
 
-struct DbrCapsNetOptions {
-  std::string architecture;
-  bool trainable = true;
-  int num_capsules = 0;
-  int capsule_dim = 0;
-  int routing_iters = 3;
-  int num_layers = 1;
+struct DbrCapsNetOptions : capsules::CapsuleOptions {
   bool rec_only_vote = false;
   StateProbability recurrent_probability = StateProbability::kSigmoid;
   bool accumulate_input_logits = true;
   bool accumulate_state_logits = true;
-  bool logits_prior = false;
-  double input_noise = 0.0;
-  double dropout = 1.0;
 
   void declare(OptionsReader& r) {
-    declare_common(r, architecture, trainable);
-    r("num_capsules", num_capsules,
-      "capsules per direction (every layer outputs 2*num_capsules capsules)");
-    r("capsule_dim", capsule_dim, "dimension of a capsule");
-    r("routing_iters", routing_iters, "dynamic routing iterations per frame and capsule layer");
-    r("num_layers", num_layers,
-      "layers including the primary capsules (num_layers - 1 recurrent capsule layers)");
+    CapsuleOptions::declare(r);
     r("rec_only_vote", rec_only_vote,
       "True: the state votes take part in the routing but not in the output capsules");
     r.choice("recurrent_probability_fn", recurrent_probability,
@@ -69,16 +54,6 @@ struct DbrCapsNetOptions {
     r.accepted("accumulate_inputs_logits",
                "a misspelling in the original's SS/BRCapsNet recipe that the original never "
                "reads; ignored as there (the key is accumulate_input_logits)");
-    r("logits_prior", logits_prior,
-      "True learns the initial routing logits (otherwise they stay zero)");
-    r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
-    r("dropout", dropout, "dropout KEEP probability after every capsule layer in training");
-    r.require(num_capsules > 0, "num_capsules", "required: must be > 0");
-    r.require(capsule_dim > 0, "capsule_dim", "required: must be > 0");
-    r.require(routing_iters >= 0, "routing_iters", "must be >= 0");
-    r.require(num_layers >= 1, "num_layers", "must be >= 1 (the primary capsules)");
-    r.require(input_noise >= 0.0, "input_noise", "must be >= 0");
-    r.require(dropout > 0.0 && dropout <= 1.0, "dropout", "is a keep probability in (0, 1]");
   }
 };
 
