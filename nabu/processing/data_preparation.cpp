@@ -208,15 +208,21 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
       missing.push_back(segment);
       continue;
     }
-    // The configuration first: a store another section or config made is never overwritten,
-    // whatever its list lines.
-    if (metadata.processor_config != config_text || metadata.section != name ||
-        metadata.writer_style != options.writer_style)
+    // The configuration first: a store another config made is never overwritten, whatever its
+    // list lines, nor one another section made from other lines. The same data made by another
+    // section (the original's recipes share store_dirs under other section names) is reused.
+    const bool same_config = metadata.processor_config == config_text &&
+                             metadata.writer_style == options.writer_style;
+    const bool other_section = metadata.section != name;
+    if (!same_config || (other_section && metadata.source_lines != source_lines))
       throw DataError(what + ": " + path.string() + " was made " +
-                      (metadata.section != name ? "for section [" + metadata.section + "]"
-                                                : std::string("with another processor config or "
-                                                              "writer_style")) +
+                      (other_section ? "for section [" + metadata.section + "] " : std::string()) +
+                      (same_config ? "from other list lines"
+                                   : "with another processor config or writer_style") +
                       "; remove it or change store_dir");
+    if (other_section)
+      spdlog::info("{}: {} was made by section [{}] with the same processor config and list "
+                   "lines; it is used as it is", what, path.string(), metadata.section);
     if (metadata.source_lines != source_lines) {
       spdlog::info("{}: {} was made from other list lines or other files than {} now name; it "
                    "is made again", what, path.string(), join(options.datafiles, " "));

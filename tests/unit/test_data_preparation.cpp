@@ -191,6 +191,38 @@ TEST(DataPreparationRun, ErrorsNameSectionAndUtterance) {
   EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
 }
 
+// The original's recipes share store_dirs under other section names (MERL_PIT_2spk's
+// [traintargets] is the DANet recipes' [trainmultitargets]): the same config and list lines are
+// reused; other lines under another section's store are an error, never an overwrite.
+TEST(DataPreparationRun, AnotherSectionsStoreOfTheSameDataIsReused) {
+  TempDir dir;
+  make_mini_recipe(dir.path(), 3);
+  auto section = [](const std::string& name, const std::string& list) {
+    return "[" + name + "]\ndatafiles = " + list + "\npreprocess = True\n"
+           "writer_style = numpy_bool_array_as_tfrecord\nstore_dir = stores/shared\n"
+           "processor_config = target_processor.cfg\nsegment_lengths = full\n";
+  };
+  write_text(dir / "recipe/database.conf", section("first", "lists/sources.scp"));
+  auto made = run_nabu("data --recipe=recipe --expdir=exp --all-sections", dir.path());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  auto before = StoreReader(store_path(dir / "stores/shared", "full")).read(1);
+  write_text(dir / "recipe/database.conf", section("second", "lists/sources.scp"));
+  auto reused = run_nabu("data --recipe=recipe --expdir=exp --all-sections", dir.path());
+  ASSERT_EQ(reused.exit_code, 0) << reused.output;
+  EXPECT_NE(reused.output.find("was made by section [first]"), std::string::npos) << reused.output;
+  EXPECT_NE(reused.output.find("0 section(s) prepared, 1 already complete"), std::string::npos)
+      << reused.output;
+  auto lines = nabu::testing::read_text(dir / "lists/sources.scp");
+  write_text(dir / "lists/fewer.scp", lines.substr(0, lines.find("\nutt2 ") + 1));
+  write_text(dir / "recipe/database.conf", section("third", "lists/fewer.scp"));
+  auto other = run_nabu("data --recipe=recipe --expdir=exp --all-sections", dir.path());
+  EXPECT_EQ(other.exit_code, 1);
+  EXPECT_NE(other.output.find("was made for section [first] from other list lines"),
+            std::string::npos)
+      << other.output;
+  EXPECT_TRUE(torch::equal(before, StoreReader(store_path(dir / "stores/shared", "full")).read(1)));
+}
+
 // strlabel2index_processor: speakers numbered in list order (whatever the number of workers),
 // the development section continuing the training numbering through label2index_dir (and
 // prepared after it although listed first), one [S] row per feature segment.
