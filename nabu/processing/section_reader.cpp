@@ -1,6 +1,7 @@
 #include "nabu/processing/section_reader.h"
 
 #include "nabu/core/error.h"
+#include "nabu/core/strings.h"
 #include "nabu/processing/database_section.h"
 #include "nabu/processing/audio.h"
 #include "nabu/processing/store.h"
@@ -42,7 +43,12 @@ bool SectionReader::has(const std::string& utterance) const {
 int SectionReader::list_sample_rate() const {
   load_list();
   if (lines_.empty()) throw DataError("[" + section_ + "]: its datafiles list no utterance");
-  return read_audio_fields(lines_.front().fields).sample_rate;
+  const auto& fields = lines_.front().fields;
+  // A line of several wavs (sources, or the channels of a multi-channel recording) is at the rate
+  // of its first; 'path begin end' is a slice of one.
+  bool slice = fields.size() == 3 && parse_double(fields[1]) && parse_double(fields[2]);
+  return (fields.size() == 1 || slice ? read_audio_fields(fields) : read_audio(fields[0]))
+      .sample_rate;
 }
 
 torch::Tensor SectionReader::process_audio(const torch::Tensor& samples, int sample_rate) const {
