@@ -201,10 +201,12 @@ TEST(FaultsData, CorruptWavStopsDataPreparationNamingItAndLeavesNoStore) {
   EXPECT_NE(failed.output.find("tr_3"), std::string::npos) << failed.output;
   auto stores = dir / "data/stores/toy2spk/features/tr";
   EXPECT_FALSE(fs::exists(stores / "100/store.h5"));
-  if (fs::exists(stores))
-    for (const auto& entry : fs::recursive_directory_iterator(stores))
+  if (fs::exists(stores)) {
+    for (const auto& entry : fs::recursive_directory_iterator(stores)) {
       EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos)
           << entry.path() << " left behind";
+    }
+  }
   write_text(wav, good);
   auto repaired = run_nabu("data --recipe=" + dc_recipe() + " --expdir=exp --threads=1",
                            dir.path());
