@@ -74,20 +74,6 @@ void check_blocks(const DataLine& line, int channels, int sources, int min_sourc
                     " fields");
 }
 
-torch::Tensor normalise_features(const torch::Tensor& features, const std::string& mvn_type,
-                                 const MvnStatistics& statistics) {
-  if (mvn_type == "global") {
-    if (!statistics.mean.defined()) throw Error("global MVN statistics were not loaded");
-    return (features - statistics.mean) / (statistics.std + 1e-12);
-  }
-  if (mvn_type == "local") {
-    auto mean = features.mean(0, true);
-    auto std = (features - mean).square().mean(0, true).sqrt();
-    return (features - mean) / (std + 1e-12);
-  }
-  return features;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct ChannelOptions : FeatureOptions {
@@ -259,7 +245,8 @@ class MultiAveragerEncapsulator : public Processor {
                                      const torch::Tensor& average) const {
     torch::Tensor combined;
     for (const auto& file : files) {
-      auto data = averagable(encapsulated_->process(DataLine{line.utterance, {file}, line.origin}));
+      auto data =
+          averagable(encapsulated_->process(DataLine{line.utterance, {file}, line.origin}));
       if (combined.defined() && data.sizes() != combined.sizes())
         throw DataError("mvn file '" + file + "' gives data of shape " + shape_text(data) +
                         " but '" + files.front() + "' gives " + shape_text(combined) +
@@ -277,7 +264,8 @@ class MultiAveragerEncapsulator : public Processor {
 };
 
 ProcessorPtr make_encapsulator(const ConfigSection& section) {
-  auto options = read_options<EncapsulatorOptions>(section, "processor multi_averager_encapsulator");
+  auto options =
+      read_options<EncapsulatorOptions>(section, "processor multi_averager_encapsulator");
   auto encapsulated = processor_registry().create(options.encapsulated_processor,
                                                   encapsulated_section(section, options));
   return std::make_shared<MultiAveragerEncapsulator>(options, std::move(encapsulated));
@@ -287,7 +275,8 @@ ProcessorPtr make_encapsulator(const ConfigSection& section) {
 std::vector<std::string> check_encapsulator(const ConfigSection& section) {
   auto problems = options_checker<EncapsulatorOptions>("multi_averager_encapsulator")(section);
   if (!problems.empty()) return problems;
-  auto options = read_options<EncapsulatorOptions>(section, "processor multi_averager_encapsulator");
+  auto options =
+      read_options<EncapsulatorOptions>(section, "processor multi_averager_encapsulator");
   return processor_registry().check(options.encapsulated_processor,
                                     encapsulated_section(section, options));
 }

@@ -101,6 +101,20 @@ std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
   return segment_frames(data, segment_length);
 }
 
+torch::Tensor normalise_features(const torch::Tensor& features, const std::string& mvn_type,
+                                 const MvnStatistics& statistics, double epsilon) {
+  if (mvn_type == "global") {
+    if (!statistics.mean.defined()) throw Error("global MVN statistics were not loaded");
+    return (features - statistics.mean) / (statistics.std + epsilon);
+  }
+  if (mvn_type == "local") {
+    auto mean = features.mean(0, true);
+    auto std = (features - mean).square().mean(0, true).sqrt();
+    return (features - mean) / (std + epsilon);
+  }
+  return features;
+}
+
 void write_label_index(const std::filesystem::path& dir, const std::vector<std::string>& labels) {
   nlohmann::ordered_json numbering = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < labels.size(); ++i) numbering[labels[i]] = i;

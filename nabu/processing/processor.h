@@ -37,6 +37,12 @@ struct MvnStatistics {
   static MvnStatistics load(const std::filesystem::path& path);
 };
 
+// Mean/variance normalisation of features [T, dim] (or [.., dim]) by mvn_type: `global` with
+// `statistics`, `local` with the utterance's own (population std), anything else none;
+// (x - mean) / (std + epsilon).
+torch::Tensor normalise_features(const torch::Tensor& features, const std::string& mvn_type,
+                                 const MvnStatistics& statistics, double epsilon = 1e-12);
+
 // Streaming accumulation of MvnStatistics (Chan et al.'s parallel update: one pass, exact).
 class MvnAccumulator {
  public:

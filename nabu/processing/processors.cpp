@@ -68,20 +68,6 @@ torch::Tensor process_source_line(const Processor& processor, const DataLine& li
   return processor.process_signals(signals, rate);
 }
 
-torch::Tensor normalise(const torch::Tensor& features, const std::string& mvn_type,
-                        const MvnStatistics& statistics, double epsilon = 1e-12) {
-  if (mvn_type == "global") {
-    if (!statistics.mean.defined()) throw Error("global MVN statistics were not loaded");
-    return (features - statistics.mean) / (statistics.std + epsilon);
-  }
-  if (mvn_type == "local") {
-    auto mean = features.mean(0, true);
-    auto std = (features - mean).square().mean(0, true).sqrt();
-    return (features - mean) / (std + epsilon);
-  }
-  return features;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct SignalOptions : FeatureOptions {
@@ -112,7 +98,8 @@ class AudioFeatProcessor : public Processor {
     return process_audio(audio.samples, audio.sample_rate);
   }
   torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const override {
-    return normalise(computer_->compute(samples, sample_rate), options_.mvn_type, statistics_);
+    return normalise_features(computer_->compute(samples, sample_rate), options_.mvn_type,
+                              statistics_);
   }
   SignalRole signal_role() const override { return SignalRole::kMixture; }
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
@@ -271,7 +258,7 @@ class MultiTargetProcessor : public Processor {
     auto features = source_features(*computer_, signals, sample_rate, options_.nrs);  // [T,F,S]
     if (options_.mvn_type == "None" || options_.mvn_type == "none") return features;
     // Normalised per source, as the original (statistics over all sources' frames).
-    return normalise(features.permute({2, 0, 1}), options_.mvn_type, statistics_)
+    return normalise_features(features.permute({2, 0, 1}), options_.mvn_type, statistics_)
         .permute({1, 2, 0})
         .contiguous();
   }
@@ -315,7 +302,8 @@ class Matrix2VectorProcessor : public Processor {
       throw DataError("expected 'audio.wav matrixfile', got " + std::to_string(line.fields.size()) +
                       " fields");
     auto vector = read_vector(line.fields[1]);
-    if (options_.mvn_type == "global") vector = normalise(vector, "global", statistics_, 0.0);
+    if (options_.mvn_type == "global")
+      vector = normalise_features(vector, "global", statistics_, 0.0);
     Audio audio = read_audio(line.fields[0]);
     if (sample_rate) *sample_rate = audio.sample_rate;
     int64_t frames = computer_->compute(audio.samples, audio.sample_rate).size(0);
