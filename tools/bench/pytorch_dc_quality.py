@@ -13,41 +13,22 @@ scores the test set exactly as for a nabu-trained model:
 Needs Debian's python3-torch and python3-h5py (installed by hand; nothing else uses them).
 """
 import argparse
+import os
+import sys
 import time
 
 import h5py
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from pytorch_dc_loop import DeepClustering, deep_clustering_loss  # noqa: E402  the same model
+
 
 def read_store(path):
     with h5py.File(path, "r") as f:
         names = [n.decode() if isinstance(n, bytes) else n for n in f["names"][:]]
         return names, f["data"][:], f["offsets"][:], f["lengths"][:]
-
-
-class DeepClustering(torch.nn.Module):
-    def __init__(self, bins=129, units=200, layers=2, dims=20):
-        super().__init__()
-        self.blstm = torch.nn.LSTM(bins, units, num_layers=layers, batch_first=True,
-                                   bidirectional=True)
-        self.out = torch.nn.Linear(2 * units, bins * dims)
-
-    def forward(self, features):
-        hidden, _ = self.blstm(features)
-        return self.out(hidden)
-
-
-def deep_clustering_loss(embeddings, labels, used, dims):
-    """The recipe's loss: ||V'V - Y'Y||_F^2 over used bins (V L2-normalised), normalised by the
-    sum over utterances of the squared number of used bins."""
-    batch = embeddings.shape[0]
-    v = torch.nn.functional.normalize(embeddings.reshape(batch, -1, dims), dim=-1)
-    w = used.reshape(batch, -1, 1)
-    v, y = v * w, labels.reshape(batch, -1, labels.shape[-1]) * w
-    loss = ((v.transpose(1, 2) @ v).pow(2).sum() - 2 * (v.transpose(1, 2) @ y).pow(2).sum()
-            + (y.transpose(1, 2) @ y).pow(2).sum())
-    return loss / used.reshape(batch, -1).sum(1).pow(2).sum()
 
 
 def nabu_state(model):
@@ -91,7 +72,8 @@ def main():
         order = rng.permutation(count)
         for first in range(0, count - args.batch + 1, args.batch):
             index = torch.from_numpy(order[first:first + args.batch])
-            loss = deep_clustering_loss(model(features[index]), targets[index], used[index], dims)
+            loss = deep_clustering_loss(model(features[index]), targets[index], used[index], bins,
+                                        dims)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
