@@ -76,13 +76,6 @@ void check_blocks(const DataLine& line, int channels, int sources, int min_sourc
 
 // ---------------------------------------------------------------------------------------------
 
-struct ChannelOptions : FeatureOptions {
-  void declare(OptionsReader& r) {
-    r.accepted("processor", "the processor type");
-    FeatureOptions::declare(r);
-  }
-};
-
 // ---------------------------------------------------------------------------------------------
 // multi_averager_encapsulator
 
@@ -284,19 +277,16 @@ std::vector<std::string> check_encapsulator(const ConfigSection& section) {
 // ---------------------------------------------------------------------------------------------
 // spatial_feat_processor
 
-struct SpatialOptions : ChannelOptions {
+// mvn_type as audio_feat_processor's (the original never reads it; every recipe says None).
+struct SpatialOptions : FeatOptions {
   std::string channels_pairs;
-  std::string mvn_type = "None";
   std::vector<std::pair<int, int>> pairs;  // 0-based channel indices, from channels_pairs
 
   void declare(OptionsReader& r) {
-    ChannelOptions::declare(r);
+    FeatOptions::declare(r);
     r("channels_pairs", channels_pairs,
       "space-separated channel pairs a-b (channels counted from 1 in the line's wavs): per pair "
       "cos and sin of the feature's difference (angspec: the inter-channel phase difference)");
-    r.choice("mvn_type", mvn_type, {"global", "local", "none", "None", "from_files"},
-             "global, local or none/None/from_files (the original never normalises; every recipe "
-             "says None)");
     pairs.clear();
     r.require(!split_whitespace(channels_pairs).empty(), "channels_pairs",
               "required: e.g. '3-5 4-6 3-4'");
@@ -375,11 +365,11 @@ class SpatialFeatProcessor : public Processor {
 // ---------------------------------------------------------------------------------------------
 // ideal_ratio_multimic_processor
 
-struct IdealRatioMultimicOptions : ChannelOptions {
+struct IdealRatioMultimicOptions : SignalOptions {
   int nr_channels = 0;
   bool apply_sqrt = true;
   void declare(OptionsReader& r) {
-    ChannelOptions::declare(r);
+    SignalOptions::declare(r);
     r("nr_channels", nr_channels, "wavs per source on the line");
     r("apply_sqrt", apply_sqrt, "take the square root of the power ratio");
     r.require(nr_channels >= 1, "nr_channels", "must be at least 1");
@@ -421,11 +411,11 @@ class IdealRatioMultimicProcessor : public Processor {
 // ---------------------------------------------------------------------------------------------
 // onehotperfeature_target_multimic_processor and multi_target_multimic_processor
 
-struct MultimicTargetOptions : ChannelOptions {
+struct MultimicTargetOptions : SignalOptions {
   int nrs = 2;
   int nr_channels = 0;
   void declare(OptionsReader& r) {
-    ChannelOptions::declare(r);
+    SignalOptions::declare(r);
     r("nrs", nrs, "number of sources on each line");
     r("nr_channels", nr_channels, "wavs per source on the line");
     r.require(nr_channels >= 1, "nr_channels", "must be at least 1");
@@ -503,10 +493,10 @@ class MultiTargetMultimicProcessor : public Processor {
 // ---------------------------------------------------------------------------------------------
 // scorelabelperfeature_multimic_processor
 
-struct ScoreLabelMultimicOptions : ChannelOptions {
+struct ScoreLabelMultimicOptions : SignalOptions {
   double mag_thres = 100.0;
   void declare(OptionsReader& r) {
-    ChannelOptions::declare(r);
+    SignalOptions::declare(r);
     r("mag_thres", mag_thres,
       "a bin is used when the channel-averaged feature is above its utterance maximum / mag_thres");
     r.require(mag_thres > 0, "mag_thres", "must be positive");
@@ -546,7 +536,7 @@ class ScoreLabelPerFeatureMultimicProcessor : public Processor {
 template <int kValue>
 class ConstantProcessor : public Processor {
  public:
-  explicit ConstantProcessor(const ChannelOptions& options)
+  explicit ConstantProcessor(const SignalOptions& options)
       : options_(options), computer_(make_feature_computer(options)) {}
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     Audio audio = read_audio_fields(line.fields);
@@ -562,15 +552,9 @@ class ConstantProcessor : public Processor {
   const FeatureOptions* feature_options() const override { return &options_; }
 
  private:
-  ChannelOptions options_;
+  SignalOptions options_;
   FeatureComputerPtr computer_;
 };
-
-template <class ProcessorType, class Options>
-ProcessorPtr make(const ConfigSection& section) {
-  return std::make_shared<ProcessorType>(
-      read_options<Options>(section, "processor " + section.get_string("processor")));
-}
 
 // Registered by hand: its checker also checks the encapsulated processor's keys.
 [[maybe_unused]] const bool encapsulator_registered = processor_registry().add(
@@ -582,31 +566,38 @@ ProcessorPtr make(const ConfigSection& section) {
 }  // namespace
 
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "spatial_feat_processor",
-                           (make<SpatialFeatProcessor, SpatialOptions>), SpatialOptions,
+                           (make_processor_with<SpatialFeatProcessor, SpatialOptions>),
+                           SpatialOptions,
                            "cos and sin of the feature difference of channel pairs (inter-channel "
                            "phase differences with angspec), [T, 2 F P]")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "ideal_ratio_multimic_processor",
-                           (make<IdealRatioMultimicProcessor, IdealRatioMultimicOptions>),
+                           (make_processor_with<IdealRatioMultimicProcessor,
+                                                IdealRatioMultimicOptions>),
                            IdealRatioMultimicOptions,
                            "ideal ratio mask of the channel-averaged speech power against a "
                            "reference, [T, F]")
 NABU_REGISTER_WITH_OPTIONS(
     processor_registry, "onehotperfeature_target_multimic_processor",
-    (make<OneHotPerFeatureTargetMultimicProcessor, OneHotMultimicOptions>), OneHotMultimicOptions,
+    (make_processor_with<OneHotPerFeatureTargetMultimicProcessor, OneHotMultimicOptions>),
+    OneHotMultimicOptions,
     "deep clustering targets from channel-averaged features: bool [T, F*S]")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "multi_target_multimic_processor",
-                           (make<MultiTargetMultimicProcessor, MultimicTargetOptions>),
+                           (make_processor_with<MultiTargetMultimicProcessor,
+                                                MultimicTargetOptions>),
                            MultimicTargetOptions,
                            "channel-averaged features of every source, [T, F, S]")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "scorelabelperfeature_multimic_processor",
-                           (make<ScoreLabelPerFeatureMultimicProcessor, ScoreLabelMultimicOptions>),
+                           (make_processor_with<ScoreLabelPerFeatureMultimicProcessor,
+                                                ScoreLabelMultimicOptions>),
                            ScoreLabelMultimicOptions,
                            "usedbins of the microphone-averaged feature, bool [T, F]")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "one_processor",
-                           (make<ConstantProcessor<1>, ChannelOptions>), ChannelOptions,
+                           (make_processor_with<ConstantProcessor<1>, SignalOptions>),
+                           SignalOptions,
                            "all ones, [T, F] with the frames and dimension of the feature")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "zero_processor",
-                           (make<ConstantProcessor<0>, ChannelOptions>), ChannelOptions,
+                           (make_processor_with<ConstantProcessor<0>, SignalOptions>),
+                           SignalOptions,
                            "all zeros, [T, F] with the frames and dimension of the feature")
 
 }  // namespace nabu

@@ -101,6 +101,18 @@ std::vector<std::pair<torch::Tensor, int64_t>> Processor::segment(
   return segment_frames(data, segment_length);
 }
 
+void SignalOptions::declare(OptionsReader& r) {
+  r.accepted("processor", "the processor type");
+  FeatureOptions::declare(r);
+}
+
+void FeatOptions::declare(OptionsReader& r) {
+  SignalOptions::declare(r);
+  r.choice("mvn_type", mvn_type, {"global", "local", "none", "None", "from_files"},
+           "global (statistics of the training section), local (per utterance), "
+           "none/None/from_files (none)");
+}
+
 torch::Tensor normalise_features(const torch::Tensor& features, const std::string& mvn_type,
                                  const MvnStatistics& statistics, double epsilon) {
   if (mvn_type == "global") {

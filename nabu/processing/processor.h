@@ -108,6 +108,25 @@ ProcessorRegistry& processor_registry();
 // The processor of a processor config ([processor] section, key `processor`).
 ProcessorPtr make_processor(const ConfigFile& processor_config);
 
+// The keys of every processor that computes features from audio: `processor` and the feature
+// computer's keys.
+struct SignalOptions : FeatureOptions {
+  void declare(OptionsReader& r);
+};
+// The same with the mean/variance normalisation of the features (`mvn_type`).
+struct FeatOptions : SignalOptions {
+  std::string mvn_type = "None";
+  void declare(OptionsReader& r);
+};
+
+// Processor P built from its options O read from the [processor] section, so unknown keys and bad
+// values are rejected the same way at construction and in `nabu check`.
+template <class P, class O>
+ProcessorPtr make_processor_with(const ConfigSection& section) {
+  return std::make_shared<P>(
+      read_options<O>(section, "processor " + section.get_string("processor")));
+}
+
 // The label numbering of a store directory, <dir>/label2index.json ({"label": index}), written
 // atomically by `nabu data` for processors that number labels and read through label2index_dir.
 void write_label_index(const std::filesystem::path& dir, const std::vector<std::string>& labels);

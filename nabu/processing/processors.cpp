@@ -70,23 +70,6 @@ torch::Tensor process_source_line(const Processor& processor, const DataLine& li
 
 // ---------------------------------------------------------------------------------------------
 
-struct SignalOptions : FeatureOptions {
-  void declare(OptionsReader& r) {
-    r.accepted("processor", "the processor type");
-    FeatureOptions::declare(r);
-  }
-};
-
-struct FeatOptions : SignalOptions {
-  std::string mvn_type = "None";
-  void declare(OptionsReader& r) {
-    SignalOptions::declare(r);
-    r.choice("mvn_type", mvn_type, {"global", "local", "none", "None", "from_files"},
-             "global (statistics of the training section), local (per utterance), "
-             "none/None/from_files (none)");
-  }
-};
-
 // Feature computer on one wav: audio_signal_processor, and with MVN, audio_feat_processor.
 class AudioFeatProcessor : public Processor {
  public:
@@ -393,37 +376,36 @@ class IdealRatioProcessor : public Processor {
   FeatureComputerPtr computer_;
 };
 
-template <class ProcessorType, class Options>
-ProcessorPtr make(const ConfigSection& section) {
-  return std::make_shared<ProcessorType>(
-      read_options<Options>(section, "processor " + section.get_string("processor")));
-}
-
 }  // namespace
 
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "audio_feat_processor",
-                           (make<AudioFeatProcessor, FeatOptions>), FeatOptions,
+                           (make_processor_with<AudioFeatProcessor, FeatOptions>), FeatOptions,
                            "features of one wav with mean/variance normalisation")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "audio_signal_processor",
-                           (make<AudioSignalProcessor, SignalOptions>), SignalOptions,
+                           (make_processor_with<AudioSignalProcessor, SignalOptions>),
+                           SignalOptions,
                            "features of one wav (e.g. the complex spec of the mixture)")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "audio_multi_signal_processor",
-                           (make<AudioMultiSignalProcessor, SignalOptions>), SignalOptions,
+                           (make_processor_with<AudioMultiSignalProcessor, SignalOptions>),
+                           SignalOptions,
                            "raw audio of every source, for scoring (not stored)")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "onehotperfeature_target_processor",
-                           (make<OneHotPerFeatureTargetProcessor, OneHotOptions>), OneHotOptions,
+                           (make_processor_with<OneHotPerFeatureTargetProcessor, OneHotOptions>),
+                           OneHotOptions,
                            "deep clustering targets: dominant source per bin, bool [T, F*S]")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "scorelabelperfeature_processor",
-                           (make<ScoreLabelPerFeatureProcessor, ScoreLabelOptions>),
+                           (make_processor_with<ScoreLabelPerFeatureProcessor, ScoreLabelOptions>),
                            ScoreLabelOptions, "usedbins: bins above max/mag_thres, bool [T, F]")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "multi_target_processor",
-                           (make<MultiTargetProcessor, MultiTargetOptions>), MultiTargetOptions,
+                           (make_processor_with<MultiTargetProcessor, MultiTargetOptions>),
+                           MultiTargetOptions,
                            "features of every source, [T, F, S] (PIT, DANet)")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "matrix2vector_processor",
-                           (make<Matrix2VectorProcessor, MatrixOptions>), MatrixOptions,
+                           (make_processor_with<Matrix2VectorProcessor, MatrixOptions>),
+                           MatrixOptions,
                            "a matrix file flattened to one vector per segment (i-vectors)")
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "ideal_ratio_processor",
-                           (make<IdealRatioProcessor, SignalOptions>), SignalOptions,
+                           (make_processor_with<IdealRatioProcessor, SignalOptions>), SignalOptions,
                            "ideal ratio mask of the speech sources against a reference")
 
 }  // namespace nabu

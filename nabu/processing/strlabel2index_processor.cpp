@@ -13,11 +13,10 @@ namespace nabu {
 
 namespace {
 
-struct LabelIndexOptions : FeatureOptions {
+struct LabelIndexOptions : SignalOptions {
   int nrs = 0;
   void declare(OptionsReader& r) {
-    r.accepted("processor", "the processor type");
-    FeatureOptions::declare(r);
+    SignalOptions::declare(r);
     r("nrs", nrs, "number of speakers per line (labels at fields 2, 4, ...; genders between)");
     r.require(nrs > 0, "nrs", "required: the number of speakers, > 0");
   }
@@ -90,15 +89,11 @@ class Strlabel2IndexProcessor : public Processor {
   std::unordered_map<std::string, int> index_;
 };
 
-ProcessorPtr make_strlabel2index_processor(const ConfigSection& section) {
-  return std::make_shared<Strlabel2IndexProcessor>(
-      read_options<LabelIndexOptions>(section, "processor strlabel2index_processor"));
-}
-
 }  // namespace
 
 NABU_REGISTER_WITH_OPTIONS(processor_registry, "strlabel2index_processor",
-                           make_strlabel2index_processor, LabelIndexOptions,
+                           (make_processor_with<Strlabel2IndexProcessor, LabelIndexOptions>),
+                           LabelIndexOptions,
                            "speaker labels of a 'wav spk gender ...' line -> indices numbered in "
                            "list order, int32 [S] per segment")
 
