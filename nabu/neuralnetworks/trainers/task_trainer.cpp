@@ -92,6 +92,20 @@ void TaskTrainer::reset_accumulators() {
   times_ = PhaseTimes{};
 }
 
+namespace {
+
+// Autograd may hand two parameters one gradient tensor (both terms of a sum of parameters, as a
+// layer's two biases), and the accumulation and the update change gradients in place: each
+// parameter must own its gradient.
+torch::Tensor owned_gradient(const std::vector<torch::Tensor>& gradients, std::size_t i) {
+  for (std::size_t j = 0; j < i; ++j)
+    if (gradients[j].defined() && gradients[i].is_alias_of(gradients[j]))
+      return gradients[i].clone();
+  return gradients[i];
+}
+
+}  // namespace
+
 void TaskTrainer::run_minibatch() {
   for (auto& [set, pipeline] : pipelines_) {
     auto start = Clock::now();
@@ -126,7 +140,7 @@ void TaskTrainer::run_minibatch() {
     for (std::size_t i = 0; i < gradients.size(); ++i) {
       if (!gradients[i].defined()) continue;
       if (gradients_[i].defined()) gradients_[i].add_(gradients[i]);
-      else gradients_[i] = gradients[i];
+      else gradients_[i] = owned_gradient(gradients, i);
     }
     times_.backward += seconds_since(start);
   }
