@@ -1,12 +1,14 @@
 // Stacked recurrent models: dblstm, dlstm, dbrnn, dbgru, leaky_dblstm, leaky_dblstm_notrec,
 // leaky_dblstm_iznotrec (docs/models.md; the original's models/dblstm.py, dlstm.py, dbrnn.py,
 // dbgru.py, leaky_dblstm*.py and components/layer.py). All respect sequence lengths: the plain
-// LSTM/GRU/RNN layers run LibTorch's fused kernels on packed sequences, the cell variants the
-// original adds (layer norm, recurrent dropout, other activations, leak, separate directions) run
-// the time loop of recurrent.h on reversed-by-length sequences. Padded output frames are zero.
+// LSTM layers run fused_lstm.h on the CPU, the plain GRU/RNN layers LibTorch's fused kernels; the
+// cell variants the original adds (layer norm, recurrent dropout, other activations, leak,
+// separate directions) run the time loop of recurrent.h on reversed-by-length sequences. Padded
+// output frames are zero.
 #include <cmath>
 
 #include "nabu/core/error.h"
+#include "nabu/neuralnetworks/models/fused_lstm.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 
@@ -213,6 +215,15 @@ class RecurrentStackModel : public Model {
     if (frames == 0 || x.size(0) == 0) {
       const int64_t directions = spec_.bidirectional ? 2 : 1;
       return torch::zeros({x.size(0), frames, directions * spec_.units.back()}, x.options());
+    }
+    if (spec_.kind == CellKind::kLstm && fused_lstm::supports(x)) {
+      // Time-major between layers, so only the stack's ends transpose. Padding comes out zero.
+      torch::Tensor output = x.transpose(0, 1);
+      for (std::size_t l = 0; l < spec_.units.size(); ++l) {
+        output = fused_lstm::layer(output, fused_weights(l), lengths);
+        if (spec_.dropout_every_layer) output = keep_dropout(output, spec_.dropout, training);
+      }
+      return output.transpose(0, 1);
     }
     const bool uniform = (lengths.to(torch::kLong) == frames).all().item<bool>();
     torch::Tensor output = x;

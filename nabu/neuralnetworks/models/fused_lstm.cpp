@@ -1,0 +1,253 @@
+#include "nabu/neuralnetworks/models/fused_lstm.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace nabu {
+namespace fused_lstm {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The frames of one direction in the order it visits them.
+struct Order {
+  int64_t steps;
+  bool reverse;
+  int64_t frame(int64_t s) const { return reverse ? steps - 1 - s : s; }
+  int64_t previous(int64_t t) const { return reverse ? t + 1 : t - 1; }
+};
+
+// Sizes of one direction's buffers: [T, B, 4H] gates, [T, B, H] states.
+struct Sizes {
+  int64_t steps, batch, units;
+  int64_t gates_at(int64_t t, int64_t b) const { return (t * batch + b) * 4 * units; }
+  int64_t state_at(int64_t t, int64_t b) const { return (t * batch + b) * units; }
+};
+
+Sizes sizes_of(const at::Tensor& gates) {
+  return {gates.size(0), gates.size(1), gates.size(2) / 4};
+}
+
+// What one direction's forward pass keeps for its backward pass, all [T, B, *].
+struct DirectionState {
+  at::Tensor gates;   // [4H]: the activations i, f, g, o
+  at::Tensor cells;   // [H]: c
+  at::Tensor tanh_c;  // [H]: tanh(c)
+  at::Tensor hidden;  // [H]: h = o * tanh(c), the output
+};
+
+// One direction forward from the input projections (biases included) [T, B, 4H]. Frames at or
+// past a sequence's length get zero state and zero activations. The nonlinearities run as
+// LibTorch's vectorised sigmoid and tanh over whole frames; the candidate g = tanh(a) comes out of
+// the same sigmoid call as the gates, as 2 * sigmoid(2a) - 1, by doubling its pre-activations.
+template <typename T>
+DirectionState run_forward(const at::Tensor& projections, const at::Tensor& w_hh,
+                           const int64_t* lengths, bool reverse) {
+  DirectionState state;
+  state.gates = projections.clone(at::MemoryFormat::Contiguous);
+  const Sizes n = sizes_of(state.gates);
+  const int64_t H = n.units;
+  state.gates.narrow(2, 2 * H, H).mul_(2);
+  at::Tensor w_rec = w_hh.clone();
+  w_rec.narrow(0, 2 * H, H).mul_(2);
+  const at::Tensor w_rec_t = w_rec.t();
+  state.cells = at::empty({n.steps, n.batch, H}, state.gates.options());
+  state.tanh_c = at::empty_like(state.cells);
+  state.hidden = at::empty_like(state.cells);
+  const at::Tensor zero_state = at::zeros({n.batch, H}, state.gates.options());
+
+  const Order order{n.steps, reverse};
+  T* gate_data = state.gates.data_ptr<T>();
+  T* cell_data = state.cells.data_ptr<T>();
+  T* tanh_data = state.tanh_c.data_ptr<T>();
+  T* hidden_data = state.hidden.data_ptr<T>();
+  for (int64_t s = 0; s < n.steps; ++s) {
+    const int64_t t = order.frame(s);
+    at::Tensor frame_gates = state.gates[t];
+    if (s > 0) frame_gates.addmm_(state.hidden[order.previous(t)], w_rec_t);
+    frame_gates.sigmoid_();
+    const T* c_prev_frame =
+        s > 0 ? cell_data + n.state_at(order.previous(t), 0) : zero_state.data_ptr<T>();
+    for (int64_t b = 0; b < n.batch; ++b) {
+      T* a = gate_data + n.gates_at(t, b);
+      T* c = cell_data + n.state_at(t, b);
+      if (t >= lengths[b]) {
+        std::fill(a, a + 4 * H, T(0));
+        std::fill(c, c + H, T(0));
+        continue;
+      }
+      const T* c_prev = c_prev_frame + b * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const T g = T(2) * a[2 * H + j] - T(1);
+        a[2 * H + j] = g;
+        c[j] = a[H + j] * c_prev[j] + a[j] * g;
+      }
+    }
+    at::Tensor frame_tanh_c = state.tanh_c[t];
+    at::tanh_out(frame_tanh_c, state.cells[t]);
+    for (int64_t b = 0; b < n.batch; ++b) {
+      const T* o = gate_data + n.gates_at(t, b) + 3 * H;  // zero on padding
+      const T* tanh_c = tanh_data + n.state_at(t, b);
+      T* h = hidden_data + n.state_at(t, b);
+      for (int64_t j = 0; j < H; ++j) h[j] = o[j] * tanh_c[j];
+    }
+  }
+  return state;
+}
+
+// One direction backward: from the gradient of the hidden states [T, B, H] to the gradient of the
+// gate pre-activations [T, B, 4H] (which is also the input projections' gradient).
+template <typename T>
+at::Tensor run_backward(const at::Tensor& grad_hidden, const DirectionState& state,
+                        const at::Tensor& w_hh, const int64_t* lengths, bool reverse) {
+  const Sizes n = sizes_of(state.gates);
+  const Order order{n.steps, reverse};
+  const int64_t H = n.units;
+  at::Tensor grad_gates = at::empty_like(state.gates);
+  // The gradients reaching frame t's state from the frame after it (in the direction's order).
+  at::Tensor grad_h_next = at::zeros({n.batch, H}, state.gates.options());
+  at::Tensor grad_c_next = at::zeros({n.batch, H}, state.gates.options());
+  const at::Tensor zero_state = at::zeros({n.batch, H}, state.gates.options());
+  const T* act = state.gates.data_ptr<T>();
+  const T* cell_data = state.cells.data_ptr<T>();
+  const T* tanh_data = state.tanh_c.data_ptr<T>();
+  const T* grad_h_data = grad_hidden.data_ptr<T>();
+  T* out = grad_gates.data_ptr<T>();
+  const T* dh_next = grad_h_next.data_ptr<T>();
+  T* dc_next = grad_c_next.data_ptr<T>();
+  for (int64_t s = n.steps - 1; s >= 0; --s) {
+    const int64_t t = order.frame(s);
+    const T* c_prev_frame =
+        s > 0 ? cell_data + n.state_at(order.previous(t), 0) : zero_state.data_ptr<T>();
+    for (int64_t b = 0; b < n.batch; ++b) {
+      T* d = out + n.gates_at(t, b);
+      T* dc = dc_next + b * H;
+      if (t >= lengths[b]) {  // a constant zero state passes no gradient
+        std::fill(d, d + 4 * H, T(0));
+        std::fill(dc, dc + H, T(0));
+        continue;
+      }
+      const T* a = act + n.gates_at(t, b);
+      const T* tanh_c = tanh_data + n.state_at(t, b);
+      const T* c_prev = c_prev_frame + b * H;
+      const T* gh = grad_h_data + n.state_at(t, b);
+      const T* dh_rec = dh_next + b * H;
+      for (int64_t j = 0; j < H; ++j) {
+        const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
+        const T dh = gh[j] + dh_rec[j];
+        const T d_cell = dc[j] + dh * o * (T(1) - tanh_c[j] * tanh_c[j]);
+        d[j] = d_cell * g * i * (T(1) - i);
+        d[H + j] = d_cell * c_prev[j] * f * (T(1) - f);
+        d[2 * H + j] = d_cell * i * (T(1) - g * g);
+        d[3 * H + j] = dh * tanh_c[j] * o * (T(1) - o);
+        dc[j] = d_cell * f;
+      }
+    }
+    if (s > 0) at::mm_out(grad_h_next, grad_gates[t], w_hh);
+  }
+  return grad_gates;
+}
+
+// The recurrence of one LSTM layer over precomputed input projections, one or two directions.
+struct Recurrence : public torch::autograd::Function<Recurrence> {
+  static constexpr int64_t kSavedPerDirection = 5;  // gates, cells, tanh_c, hidden, w_hh
+
+  // inputs: per direction {input projections [T, B, 4H], w_hh [4H, H]}; the second direction, if
+  // any, runs backwards in time.
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
+                               const at::Tensor& lengths) {
+    const int64_t directions = static_cast<int64_t>(inputs.size() / 2);
+    const at::Tensor lengths_cpu = lengths.to(at::kLong).contiguous();
+    const int64_t* length_data = lengths_cpu.data_ptr<int64_t>();
+    std::vector<DirectionState> states(directions);
+    // One thread per direction: each frame's work is too small to split further.
+    at::parallel_for(0, directions, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t d = begin; d < end; ++d) {
+        AT_DISPATCH_FLOATING_TYPES(inputs[2 * d].scalar_type(), "fused_lstm_forward", [&] {
+          states[d] = run_forward<scalar_t>(inputs[2 * d], inputs[2 * d + 1], length_data, d == 1);
+        });
+      }
+    });
+    variable_list saved, outputs;
+    for (int64_t d = 0; d < directions; ++d) {
+      saved.insert(saved.end(), {states[d].gates, states[d].cells, states[d].tanh_c,
+                                 states[d].hidden, inputs[2 * d + 1]});
+      outputs.push_back(states[d].hidden);
+    }
+    saved.push_back(lengths_cpu);
+    ctx->save_for_backward(saved);
+    return outputs;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const int64_t directions = static_cast<int64_t>((saved.size() - 1) / kSavedPerDirection);
+    const int64_t* length_data = saved.back().data_ptr<int64_t>();
+    std::vector<DirectionState> states(directions);
+    std::vector<at::Tensor> grad_hidden(directions), grad_gates(directions);
+    for (int64_t d = 0; d < directions; ++d) {
+      const auto* p = &saved[kSavedPerDirection * d];
+      states[d] = {p[0], p[1], p[2], p[3]};
+      grad_hidden[d] = grad_outputs[d].defined() ? grad_outputs[d].contiguous()
+                                                 : at::zeros_like(states[d].hidden);
+    }
+    at::parallel_for(0, directions, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t d = begin; d < end; ++d) {
+        AT_DISPATCH_FLOATING_TYPES(grad_hidden[d].scalar_type(), "fused_lstm_backward", [&] {
+          grad_gates[d] = run_backward<scalar_t>(grad_hidden[d], states[d],
+                                                 saved[kSavedPerDirection * d + 4], length_data,
+                                                 d == 1);
+        });
+      }
+    });
+    variable_list grads;
+    for (int64_t d = 0; d < directions; ++d) {
+      const at::Tensor& hidden = states[d].hidden;
+      const int64_t steps = hidden.size(0), units = hidden.size(2);
+      // dW_hh = sum over frames of grad_gates[t]^T h[previous(t)], one product over all frames.
+      at::Tensor grad_w_hh;
+      if (steps > 1) {
+        const bool reverse = d == 1;
+        auto g = grad_gates[d].narrow(0, reverse ? 0 : 1, steps - 1).reshape({-1, 4 * units});
+        auto h = hidden.narrow(0, reverse ? 1 : 0, steps - 1).reshape({-1, units});
+        grad_w_hh = g.t().mm(h);
+      } else {
+        grad_w_hh = at::zeros_like(saved[kSavedPerDirection * d + 4]);
+      }
+      grads.push_back(grad_gates[d]);
+      grads.push_back(grad_w_hh);
+    }
+    grads.emplace_back();  // lengths
+    return grads;
+  }
+};
+
+}  // namespace
+
+bool supports(const at::Tensor& x) {
+  return x.device().is_cpu() &&
+         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble);
+}
+
+at::Tensor layer(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+                 const at::Tensor& lengths) {
+  TORCH_CHECK(weights.size() == 4 || weights.size() == 8, "fused LSTM: 4 or 8 weights, got ",
+              weights.size());
+  TORCH_CHECK(x.dim() == 3, "fused LSTM: input [T, B, F], got ", x.sizes());
+  variable_list inputs;
+  for (std::size_t d = 0; d < weights.size() / 4; ++d) {
+    const auto& w_ih = weights[4 * d];
+    inputs.push_back(at::linear(x, w_ih, weights[4 * d + 2] + weights[4 * d + 3]));
+    inputs.push_back(weights[4 * d + 1]);
+  }
+  auto outputs = Recurrence::apply(at::TensorList(inputs), lengths);  // a list, so autograd sees each tensor
+  return outputs.size() == 1 ? outputs[0] : at::cat(outputs, -1);
+}
+
+}  // namespace fused_lstm
+}  // namespace nabu
