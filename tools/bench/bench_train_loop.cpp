@@ -68,20 +68,36 @@ int main(int argc, char** argv) {
     for (const auto& p : out_layer->parameters()) parameters.push_back(p);
     torch::optim::Adam adam(parameters, torch::optim::AdamOptions(1e-3));
 
+    // Seconds per phase, summed over the timed updates (as nabu train's metrics.jsonl "phases").
+    double forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
+    auto since = [](std::chrono::steady_clock::time_point start) {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     auto step = [&]() {
+      auto start = std::chrono::steady_clock::now();
       adam.zero_grad();
       auto embeddings = out_layer->run({main_model->run({features}, lengths, true)}, lengths, true);
       auto result = (*loss)(targets, {{"bin_emb", embeddings}}, lengths);
-      (result.loss / result.norm).backward();
+      auto normalised = result.loss / result.norm;
+      normalised.item<double>();  // nabu train reads the loss here too
+      forward_seconds += since(start);
+      start = std::chrono::steady_clock::now();
+      normalised.backward();
+      backward_seconds += since(start);
+      start = std::chrono::steady_clock::now();
       adam.step();
+      optimizer_seconds += since(start);
     };
     for (int i = 0; i < 3; ++i) step();  // warm-up
+    forward_seconds = backward_seconds = optimizer_seconds = 0;
     auto start = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < steps; ++i) step();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double seconds = since(start);
     std::cout << std::fixed << std::setprecision(3) << "bare loop, batch " << batch << " x "
               << frames << " frames, " << threads << " thread(s): " << seconds / steps
-              << " s per update (" << steps / seconds << " updates/s)\n";
+              << " s per update (" << steps / seconds << " updates/s); forward "
+              << forward_seconds / steps << ", backward " << backward_seconds / steps
+              << ", optimizer " << optimizer_seconds / steps << " s\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_train_loop: error: " << e.what() << "\n";
