@@ -201,6 +201,27 @@ TEST_F(TrainingRun, TrainerCfgMaxStepsCapsEachStageAndTheCommandLineReplacesIt) 
   EXPECT_FALSE(fs::exists(dir_ / "exp_bad/100/metrics.jsonl"));
 }
 
+TEST_F(TrainingRun, AStageEndingBetweenValidationsValidatesItsLastStep) {
+  // The stage keeps its best validated model: without a validation at the last step, the updates
+  // after the last one would be thrown away. A last step that was validated anyway is not
+  // validated twice.
+  auto validated_steps = [&](const std::string& expdir) {
+    std::vector<int64_t> steps;
+    std::ifstream in(dir_ / expdir / "100" / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      auto record = nlohmann::json::parse(line);
+      if (record["type"] == "validation") steps.push_back(record["step"].get<int64_t>());
+    }
+    return steps;
+  };
+  auto between = train("exp_last", "--max-steps=3 --set trainer.cfg:trainer:valid_frequency=2");
+  ASSERT_EQ(between.exit_code, 0) << between.output;
+  EXPECT_EQ(validated_steps("exp_last"), (std::vector<int64_t>{0, 2, 3})) << between.output;
+  auto on = train("exp_on", "--max-steps=4 --set trainer.cfg:trainer:valid_frequency=2");
+  ASSERT_EQ(on.exit_code, 0) << on.output;
+  EXPECT_EQ(validated_steps("exp_on"), (std::vector<int64_t>{0, 2, 4})) << on.output;
+}
+
 TEST_F(TrainingRun, ValidEverySecondsValidatesOnTimeOnEveryRank) {
   // Every update takes more than a microsecond: a validation after each, although
   // valid_frequency alone would validate only at step 0. Two workers must agree on it (they

@@ -398,8 +398,13 @@ StageResult MultiTaskTrainer::run() {
   int64_t limit = stage_.max_steps >= 0 ? std::min(num_steps_, stage_.max_steps) : num_steps_;
   progress_->start(step_, limit);
   checkpoint_clock_ = now_seconds();
+  // The stage keeps its best validated model, so updates after the last validation would be
+  // thrown away: the last step is validated too, once (go_back may rewind to an earlier step).
+  int64_t validated_at = -1;
   while (!finished) {
-    if (policy_ && policy_->due(step_, validation_)) {
+    bool last_step = step_ >= limit && validated_at != step_;
+    if (policy_ && (policy_->due(step_, validation_) || last_step)) {
+      validated_at = step_;
       if (!validate()) break;
     }
     if (step_ >= limit) {
