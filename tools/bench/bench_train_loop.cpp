@@ -7,12 +7,12 @@
 //                    [--steps=30] [--threads=2]
 //
 // Run from the project root (the recipe is read for model.cfg and the loss type).
-#include <chrono>
 #include <iomanip>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
@@ -70,29 +70,26 @@ int main(int argc, char** argv) {
 
     // Seconds per phase, summed over the timed updates (as nabu train's metrics.jsonl "phases").
     double forward_seconds = 0, backward_seconds = 0, optimizer_seconds = 0;
-    auto since = [](std::chrono::steady_clock::time_point start) {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
     auto step = [&]() {
-      auto start = std::chrono::steady_clock::now();
+      auto start = nabu::Clock::now();
       adam.zero_grad();
       auto embeddings = out_layer->run({main_model->run({features}, lengths, true)}, lengths, true);
       auto result = (*loss)(targets, {{"bin_emb", embeddings}}, lengths);
       auto normalised = result.loss / result.norm;
       normalised.item<double>();  // nabu train reads the loss here too
-      forward_seconds += since(start);
-      start = std::chrono::steady_clock::now();
+      forward_seconds += nabu::seconds_since(start);
+      start = nabu::Clock::now();
       normalised.backward();
-      backward_seconds += since(start);
-      start = std::chrono::steady_clock::now();
+      backward_seconds += nabu::seconds_since(start);
+      start = nabu::Clock::now();
       adam.step();
-      optimizer_seconds += since(start);
+      optimizer_seconds += nabu::seconds_since(start);
     };
     for (int i = 0; i < 3; ++i) step();  // warm-up
     forward_seconds = backward_seconds = optimizer_seconds = 0;
-    auto start = std::chrono::steady_clock::now();
+    auto start = nabu::Clock::now();
     for (int64_t i = 0; i < steps; ++i) step();
-    double seconds = since(start);
+    double seconds = nabu::seconds_since(start);
     std::cout << std::fixed << std::setprecision(3) << "bare loop, batch " << batch << " x "
               << frames << " frames, " << threads << " thread(s): " << seconds / steps
               << " s per update (" << steps / seconds << " updates/s); forward "
