@@ -1,12 +1,20 @@
-// trainer.cfg controls that observe a run: profile_steps (a Chrome trace and a phase table) and
-// log_norms (per-model norms in metrics.jsonl, plotted by tools/plot_metrics).
+// trainer.cfg controls: those that observe a run (profile_steps: a Chrome trace and a phase
+// table; log_norms: per-model norms in metrics.jsonl, plotted by tools/plot_metrics), the update
+// rule's controls (optimizer and its keys, weight_decay, freeze_parameters, gradient_multipliers,
+// clip_grad_norm) on ParameterUpdate directly, and init_file through a whole run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "nabu/core/config.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/neuralnetworks/trainers/parameter_update.h"
 #include "nabu/neuralnetworks/trainers/step_profile.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "test_helpers.h"
 #include "training_fixture.h"
 
@@ -78,4 +86,401 @@ TEST_F(TrainingRun, ProfileStepsAndLogNorms) {
   auto bad = train("exp_profile_bad", "--set trainer.cfg:trainer:profile_steps=9-3");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("profile_steps: expected A-B"), std::string::npos) << bad.output;
+}
+
+// plot_metrics reads trainer.cfg as nabu does (docs/ini_semantics.md): a repeated key or section
+// (the last value wins) and a UTF-8 byte order mark, where Python 3's strict parser stops.
+TEST(PlotMetrics, ReadsATrainerCfgWithRepeatsAndAByteOrderMark) {
+  TempDir dir;
+  write_text(dir / "exp/trainer.cfg", "\xEF\xBB\xBF[trainer]\nsegment_lengths = full\n"
+                                      "segment_lengths = 100 full ; the stages\n[trainer]\nx = 1\n");
+  for (const std::string stage : {"100", "full"})
+    write_text(dir / ("exp/" + stage + "/metrics.jsonl"),
+               "{\"type\": \"train\", \"step\": 1, \"loss\": 2.0, \"lr\": 0.001}\n"
+               "{\"type\": \"validation\", \"step\": 1, \"loss\": 1.5}\n");
+  auto plotted =
+      run_shell(source_dir().string() + "/tools/plot_metrics exp --out curves.png", dir.path());
+  EXPECT_EQ(plotted.exit_code, 0) << plotted.output;
+  EXPECT_TRUE(fs::exists(dir / "curves.png"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The update rule (ParameterUpdate, docs/trainer.md "One update") on a tiny double-precision
+// model: every control against the update written out one scalar at a time.
+
+namespace {
+
+using Named = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// [trainer] with `keys` added, read through TrainerOptions' own declare.
+ConfigFile trainer_cfg(const std::string& keys) {
+  return ConfigFile::parse("[trainer]\ntasks = task\n" + keys + "\n", "trainer.cfg");
+}
+
+// Three parameter tensors of two models, double precision.
+Named tiny_model() {
+  auto parameter = [](std::vector<double> values) {
+    return torch::tensor(values, torch::kFloat64).requires_grad_(true);
+  };
+  return {{"main.weight", parameter({0.5, -1.25})},
+          {"main.bias", parameter({2.0, 0.75, -0.5})},
+          {"out.weight", parameter({-0.3})}};
+}
+
+std::vector<torch::Tensor> tensors_of(const Named& named) {
+  std::vector<torch::Tensor> out;
+  for (const auto& entry : named) out.push_back(entry.second);
+  return out;
+}
+
+// All parameter values in order, as plain numbers.
+std::vector<double> values_of(const std::vector<torch::Tensor>& parameters) {
+  std::vector<double> values;
+  for (const auto& parameter : parameters) {
+    auto flat = parameter.detach().reshape({-1});
+    for (int64_t i = 0; i < flat.size(0); ++i) values.push_back(flat[i].item<double>());
+  }
+  return values;
+}
+
+// The gradient of a fixed quadratic, so that it depends on where the parameters are:
+// g_k = (1 + k mod 3) * w_k / 2 - (k + 1) / 5 over all values in order.
+std::vector<double> quadratic_gradient(const std::vector<double>& w) {
+  std::vector<double> g(w.size());
+  for (std::size_t k = 0; k < w.size(); ++k) g[k] = (1.0 + k % 3) * w[k] / 2.0 - (k + 1.0) / 5.0;
+  return g;
+}
+
+// `values` cut into tensors shaped like `parameters`.
+std::vector<torch::Tensor> shaped_like(const std::vector<torch::Tensor>& parameters,
+                                       const std::vector<double>& values) {
+  std::vector<torch::Tensor> out;
+  std::size_t offset = 0;
+  for (const auto& parameter : parameters) {
+    auto n = static_cast<std::size_t>(parameter.numel());
+    std::vector<double> part(values.begin() + offset, values.begin() + offset + n);
+    out.push_back(torch::tensor(part, torch::kFloat64).reshape(parameter.sizes()));
+    offset += n;
+  }
+  return out;
+}
+
+// One update of one task whose accumulated gradient is `gradients` (copied: the update changes
+// gradients in place) with loss norm `norm`.
+void apply_once(ParameterUpdate& update, const std::vector<torch::Tensor>& gradients,
+                double learning_rate, int64_t step, double norm = 1.0) {
+  std::vector<torch::Tensor> copies;
+  for (const auto& gradient : gradients) copies.push_back(gradient.clone());
+  update.apply({{1.0, norm, &copies}}, learning_rate, step, "test");
+}
+
+// The optimizers' per-element rules as LibTorch 1.13 defines them (its torch::optim step()s, the
+// same as PyTorch's): weight_decay adds wd*w to the gradient (L2) for adam, sgd and rmsprop; adamw
+// instead multiplies w by 1 - lr*wd before the Adam step (decoupled). No amsgrad, no nesterov, no
+// dampening, rmsprop not centred.
+struct WrittenOutOptimizer {
+  TrainerOptions options;
+  std::vector<double> first, second, buffer;  // adam m, v; rmsprop square average; momentum
+  int steps = 0;
+
+  void step(std::vector<double>& w, const std::vector<double>& gradient, double lr) {
+    const std::size_t n = w.size();
+    if (first.empty()) {
+      first.assign(n, 0.0);
+      second.assign(n, 0.0);
+      buffer.assign(n, 0.0);
+    }
+    ++steps;
+    const double wd = options.weight_decay;
+    for (std::size_t k = 0; k < n; ++k) {
+      double g = gradient[k];
+      if (options.optimizer == "adam" || options.optimizer == "adamw") {
+        if (options.optimizer == "adam") g += wd * w[k];
+        else w[k] *= 1.0 - lr * wd;
+        const double b1 = options.adam_beta1, b2 = options.adam_beta2;
+        first[k] = b1 * first[k] + (1 - b1) * g;
+        second[k] = b2 * second[k] + (1 - b2) * g * g;
+        const double correction1 = 1 - std::pow(b1, steps), correction2 = 1 - std::pow(b2, steps);
+        w[k] -= lr / correction1 * first[k] /
+                (std::sqrt(second[k]) / std::sqrt(correction2) + options.adam_epsilon);
+      } else if (options.optimizer == "sgd") {
+        g += wd * w[k];
+        if (options.momentum != 0) {
+          buffer[k] = steps == 1 ? g : options.momentum * buffer[k] + g;
+          g = buffer[k];
+        }
+        w[k] -= lr * g;
+      } else if (options.optimizer == "rmsprop") {
+        g += wd * w[k];
+        const double alpha = options.rmsprop_decay;
+        second[k] = alpha * second[k] + (1 - alpha) * g * g;
+        const double scaled = g / (std::sqrt(second[k]) + options.rmsprop_epsilon);
+        if (options.momentum > 0) {
+          buffer[k] = options.momentum * buffer[k] + scaled;
+          w[k] -= lr * buffer[k];
+        } else {
+          w[k] -= lr * scaled;
+        }
+      } else {
+        ADD_FAILURE() << "no written-out rule for " << options.optimizer;
+      }
+    }
+  }
+};
+
+void expect_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                  double tolerance, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (std::size_t k = 0; k < actual.size(); ++k)
+    EXPECT_NEAR(actual[k], expected[k], tolerance * (1.0 + std::abs(expected[k])))
+        << what << ", value " << k;
+}
+
+}  // namespace
+
+TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
+  // Three updates at three learning rates, the gradient recomputed where the parameters moved;
+  // non-default hyperparameters, so a key that did not reach the optimizer would show.
+  const std::vector<std::string> cases = {
+      "optimizer = adam\nadam_beta1 = 0.8\nadam_beta2 = 0.95\nadam_epsilon = 1e-3",
+      "optimizer = adam\nweight_decay = 0.3\nadam_beta1 = 0.8\nadam_beta2 = 0.95",
+      "optimizer = adamw\nweight_decay = 0.3\nadam_beta1 = 0.8\nadam_beta2 = 0.95\n"
+      "adam_epsilon = 1e-3",
+      "optimizer = sgd",
+      "optimizer = sgd\nweight_decay = 0.3",
+      "optimizer = sgd\nmomentum = 0.7\nweight_decay = 0.3",
+      "optimizer = rmsprop\nrmsprop_decay = 0.8\nrmsprop_epsilon = 1e-3",
+      "optimizer = rmsprop\nmomentum = 0.6\nweight_decay = 0.3\nrmsprop_decay = 0.8\n"
+      "rmsprop_epsilon = 1e-3",
+  };
+  const std::vector<double> learning_rates = {0.1, 0.05, 0.02};
+  for (const auto& keys : cases) {
+    SCOPED_TRACE(keys);
+    auto cfg = trainer_cfg(keys);
+    auto options = read_trainer_options(cfg);
+    auto named = tiny_model();
+    auto parameters = tensors_of(named);
+    ParameterUpdate update(options, cfg.section("trainer"), learning_rates[0], named,
+                           {{"task", 1.0, parameters}});
+    WrittenOutOptimizer reference;
+    reference.options = options;
+    std::vector<double> expected = values_of(parameters);
+    for (std::size_t step = 0; step < learning_rates.size(); ++step) {
+      auto gradient = quadratic_gradient(values_of(parameters));
+      // normalize_gradients: the accumulated gradient is divided by the task's loss norm (2).
+      std::vector<double> accumulated;
+      for (double g : gradient) accumulated.push_back(2.0 * g);
+      apply_once(update, shaped_like(parameters, accumulated), learning_rates[step],
+                 static_cast<int64_t>(step), 2.0);
+      reference.step(expected, quadratic_gradient(expected), learning_rates[step]);
+      expect_close(values_of(parameters), expected, 1e-12,
+                   "after update " + std::to_string(step + 1));
+    }
+  }
+  // L2 and decoupled decay differ: the same keys with adam and adamw end elsewhere.
+  std::vector<double> ends[2];
+  for (int k = 0; k < 2; ++k) {
+    auto cfg = trainer_cfg(std::string("optimizer = ") + (k ? "adamw" : "adam") +
+                           "\nweight_decay = 0.3");
+    auto named = tiny_model();
+    ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), 0.1, named,
+                           {{"task", 1.0, tensors_of(named)}});
+    for (int step = 0; step < 3; ++step)
+      apply_once(update, shaped_like(tensors_of(named), quadratic_gradient(values_of(tensors_of(named)))),
+                 0.1, step);
+    ends[k] = values_of(tensors_of(named));
+  }
+  EXPECT_GT(std::abs(ends[0][0] - ends[1][0]), 1e-4);
+}
+
+TEST(ParameterUpdate, FrozenParametersStayBitIdenticalAndHaveNoOptimizerState) {
+  // As the trainer builds it: the names freeze_parameters matches are taken out of the tasks'
+  // parameters, and the update is given every bank parameter. Adam with weight decay moves
+  // every parameter it holds, even one whose gradient is zero.
+  auto cfg = trainer_cfg("optimizer = adam\nweight_decay = 0.5\nfreeze_parameters = ^main[.]b");
+  auto options = read_trainer_options(cfg);
+  auto named = tiny_model();
+  auto frozen = frozen_parameter_names(options, cfg.section("trainer"), named);
+  ASSERT_EQ(frozen, std::vector<std::string>{"main.bias"});
+  const auto before = named[1].second.detach().clone();
+  std::vector<torch::Tensor> trained{named[0].second, named[2].second};
+  ParameterUpdate update(options, cfg.section("trainer"), 0.1, named, {{"task", 1.0, trained}});
+  const auto trained_before = values_of(trained);
+  for (int step = 0; step < 3; ++step)
+    apply_once(update, shaped_like(trained, quadratic_gradient(values_of(trained))), 0.1, step);
+
+  EXPECT_TRUE(torch::equal(named[1].second, before));
+  EXPECT_FALSE(named[1].second.grad().defined());
+  auto after = values_of(trained);
+  for (std::size_t k = 0; k < after.size(); ++k) EXPECT_NE(after[k], trained_before[k]) << k;
+  // Only the trained tensors are in the optimizer, and only they have state.
+  ASSERT_EQ(update.parameters().size(), 2u);
+  auto optimizers = update.optimizers();
+  ASSERT_EQ(optimizers.size(), 1u);
+  std::size_t held = 0;
+  for (const auto& group : optimizers[0]->param_groups())
+    for (const auto& parameter : group.params()) {
+      ++held;
+      EXPECT_NE(parameter.unsafeGetTensorImpl(), named[1].second.unsafeGetTensorImpl());
+    }
+  EXPECT_EQ(held, 2u);
+  EXPECT_EQ(optimizers[0]->state().size(), 2u);
+
+  // A task that still lists a frozen parameter is an error, not a silent update; so is a
+  // pattern that matches nothing.
+  auto message = error_of([&] {
+    ParameterUpdate(options, cfg.section("trainer"), 0.1, named,
+                    {{"task", 1.0, tensors_of(named)}});
+  });
+  EXPECT_NE(message.find("main.bias"), std::string::npos) << message;
+  EXPECT_NE(message.find("frozen"), std::string::npos) << message;
+  auto typo = trainer_cfg("freeze_parameters = ^mian");
+  message = error_of([&] {
+    frozen_parameter_names(read_trainer_options(typo), typo.section("trainer"), named);
+  });
+  EXPECT_NE(message.find("freeze_parameters: '^mian' matches no parameter"), std::string::npos)
+      << message;
+}
+
+TEST(ParameterUpdate, GradientMultipliersZeroFreezesAndTwoDoublesThePlainSgdStep) {
+  const double lr = 0.1;
+  const std::vector<double> gradient = {0.4, -0.6, 0.25, 0.5, -0.75, 0.3};
+  auto run = [&](const std::string& keys) {
+    auto cfg = trainer_cfg("optimizer = sgd\n" + keys);
+    auto named = tiny_model();
+    ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), lr, named,
+                           {{"task", 1.0, tensors_of(named)}});
+    apply_once(update, shaped_like(tensors_of(named), gradient), lr, 0);
+    return values_of(tensors_of(named));
+  };
+  const auto start = values_of(tensors_of(tiny_model()));
+  // main.weight (values 0-1) x0, main.bias (2-4) x2, out.weight (5) untouched: x1.
+  auto moved = run("gradient_multipliers = ^main[.]w:0 bias:2");
+  for (std::size_t k = 0; k < 2; ++k) EXPECT_EQ(moved[k], start[k]) << k;
+  for (std::size_t k = 2; k < 5; ++k) EXPECT_DOUBLE_EQ(moved[k], start[k] - lr * 2 * gradient[k]);
+  EXPECT_DOUBLE_EQ(moved[5], start[5] - lr * gradient[5]);
+  auto plain = run("");
+  for (std::size_t k = 2; k < 5; ++k)
+    EXPECT_NEAR(moved[k] - start[k], 2 * (plain[k] - start[k]), 1e-15) << k;
+
+  // The first matching pair applies; the factor comes before the element-wise clipping
+  // (0.6 x 2 = 1.2 is clipped to 1).
+  moved = run("gradient_multipliers = ^main:3 bias:0\nclip_grad_value = 1");
+  EXPECT_DOUBLE_EQ(moved[0], start[0] - lr * 1.0);   // 0.4 x 3 = 1.2 -> 1
+  EXPECT_DOUBLE_EQ(moved[1], start[1] - lr * -1.0);  // -1.8 -> -1
+  EXPECT_DOUBLE_EQ(moved[2], start[2] - lr * 0.75);  // ^main wins over bias:0
+  EXPECT_DOUBLE_EQ(moved[5], start[5] - lr * 0.3);
+
+  auto message = error_of([&] { run("gradient_multipliers = ^mian:2"); });
+  EXPECT_NE(message.find("gradient_multipliers: '^mian' matches no parameter"), std::string::npos)
+      << message;
+}
+
+TEST(ParameterUpdate, GlobalNormClippingScalesTheSummedGradientToTheNorm) {
+  // Two tasks without acc_steps: the step uses 2 x task A's gradient + task B's, and the global
+  // norm of that sum is capped. Plain SGD with learning rate 1 makes the applied step visible.
+  auto run = [](const std::string& keys, std::map<std::string, double>* norms) {
+    auto cfg = trainer_cfg("optimizer = sgd\nlog_norms = True\n" + keys);
+    auto named = tiny_model();
+    std::vector<torch::Tensor> a_parameters{named[0].second, named[1].second};
+    std::vector<torch::Tensor> b_parameters{named[1].second, named[2].second};
+    ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), 1.0, named,
+                           {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
+    std::vector<torch::Tensor> a_gradients = {torch::tensor({1.5, -2.0}, torch::kFloat64),
+                                              torch::tensor({1.0, 0.0, 0.5}, torch::kFloat64)};
+    std::vector<torch::Tensor> b_gradients = {torch::tensor({-1.0, 3.0, 0.0}, torch::kFloat64),
+                                              torch::tensor({4.0}, torch::kFloat64)};
+    auto before = values_of(tensors_of(named));
+    update.apply({{1.0, 1.0, &a_gradients}, {1.0, 1.0, &b_gradients}}, 1.0, 0, "test");
+    if (norms) *norms = update.last_gradient_norms();
+    auto after = values_of(tensors_of(named));
+    std::vector<double> applied;
+    for (std::size_t k = 0; k < after.size(); ++k) applied.push_back(before[k] - after[k]);
+    return applied;
+  };
+  // The summed gradient, written out: main.weight 2*(1.5, -2); main.bias 2*(1, 0, 0.5) +
+  // (-1, 3, 0); out.weight 4.
+  const std::vector<double> sum = {3.0, -4.0, 1.0, 3.0, 1.0, 4.0};
+  double squares = 0;
+  for (double g : sum) squares += g * g;
+  const double norm = std::sqrt(squares);  // sqrt(52)
+  std::map<std::string, double> norms;
+
+  expect_close(run("", nullptr), sum, 1e-15, "no clipping");
+  expect_close(run("clip_grad_norm = 100", nullptr), sum, 1e-15, "norm below the cap");
+  auto clipped = run("clip_grad_norm = 2", &norms);
+  std::vector<double> expected;
+  for (double g : sum) expected.push_back(g * 2.0 / norm);
+  expect_close(clipped, expected, 1e-14, "clipped to norm 2");
+  double applied_squares = 0;
+  for (double g : clipped) applied_squares += g * g;
+  EXPECT_NEAR(std::sqrt(applied_squares), 2.0, 1e-14);
+  // log_norms reports the applied (clipped) gradient per model.
+  EXPECT_NEAR(norms.at("main"), std::sqrt(3 * 3 + 4 * 4 + 1 + 3 * 3 + 1) * 2.0 / norm, 1e-14);
+  EXPECT_NEAR(norms.at("out"), 4.0 * 2.0 / norm, 1e-14);
+}
+
+TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
+  // acc_steps: one SGD step per task with learning rate x task weight; each task's gradient is
+  // capped at clip_grad_norm before its step (docs/trainer.md).
+  auto cfg = trainer_cfg("optimizer = sgd\nacc_steps = True\nclip_grad_norm = 1");
+  auto named = tiny_model();
+  std::vector<torch::Tensor> a_parameters{named[0].second};
+  std::vector<torch::Tensor> b_parameters{named[2].second};
+  ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), 0.5, named,
+                         {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
+  std::vector<torch::Tensor> a_gradients = {torch::tensor({3.0, -4.0}, torch::kFloat64)};
+  std::vector<torch::Tensor> b_gradients = {torch::tensor({0.5}, torch::kFloat64)};
+  auto before = values_of(tensors_of(named));
+  update.apply({{1.0, 1.0, &a_gradients}, {1.0, 1.0, &b_gradients}}, 0.5, 0, "test");
+  auto after = values_of(tensors_of(named));
+  // Task a: norm 5 -> (0.6, -0.8), learning rate 0.5 x 2. Task b: norm 0.5 < 1, unchanged.
+  EXPECT_NEAR(after[0], before[0] - 1.0 * 0.6, 1e-15);
+  EXPECT_NEAR(after[1], before[1] - 1.0 * -0.8, 1e-15);
+  EXPECT_NEAR(after[5], before[5] - 0.5 * 0.5, 1e-15);
+  for (std::size_t k = 2; k < 5; ++k) EXPECT_EQ(after[k], before[k]);
+}
+
+TEST_F(TrainingRun, InitFileLoadsMatchingParametersReportsTheRestAndFrozenOnesStayAsLoaded) {
+  // A first run's model, edited: one tensor set to a value no initialisation gives, one of
+  // another shape, two names the bank lacks, one left out.
+  auto first = train("exp_first", "--max-steps=1 --set trainer.cfg:trainer:valid_frequency=1000");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  auto model = read_parameter_file(dir_ / "exp_first/full/model/model.pt");
+  ASSERT_GE(model.size(), 4u);
+  std::vector<std::string> names;
+  for (const auto& entry : model) names.push_back(entry.first);
+  const std::string frozen = names[1], reshaped = names[2], dropped = names[3];
+  model[frozen] = torch::full_like(model[frozen], 0.125);
+  model[reshaped] = torch::zeros({1, 2, 3});
+  model.erase(dropped);
+  model["nosuchmodel.weight"] = torch::zeros({2});
+  model["main.nosuch"] = torch::zeros({2});
+  write_parameter_file(dir_ / "init.pt", model);
+
+  auto run = train("exp_init", "--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1000"
+                               " --set trainer.cfg:trainer:init_file=" + (dir_ / "init.pt").string() +
+                               " --set 'trainer.cfg:trainer:freeze_parameters=^" + frozen + "$'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string& log = run.output;
+  const std::string counts = std::to_string(names.size() - 2) +
+                             " parameter(s) loaded, 3 skipped, 1 not in the file";
+  EXPECT_NE(log.find("initialised from " + (dir_ / "init.pt").string() + ": " + counts),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("skipped nosuchmodel.weight: no model 'nosuchmodel' in the bank"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("skipped main.nosuch: no such parameter"), std::string::npos) << log;
+  EXPECT_NE(log.find("skipped " + reshaped + ": shape [1, 2, 3] in the file"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("not in the file: " + dropped), std::string::npos) << log;
+  EXPECT_NE(log.find("frozen: 1 parameter tensor(s): " + frozen), std::string::npos) << log;
+  // Only the first stage starts from init_file, but the parameter stays frozen in every stage:
+  // it is the loaded value, bit for bit, in both stages' models; a trained one moved.
+  for (const std::string stage : {"100", "full"}) {
+    auto trained = read_parameter_file(dir_ / ("exp_init/" + stage + "/model/model.pt"));
+    EXPECT_TRUE(torch::equal(trained.at(frozen), model.at(frozen))) << stage;
+    EXPECT_FALSE(torch::equal(trained.at(names[0]), model.at(names[0]))) << stage;
+  }
 }

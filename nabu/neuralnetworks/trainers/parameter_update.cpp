@@ -1,5 +1,6 @@
 #include "nabu/neuralnetworks/trainers/parameter_update.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -78,6 +79,13 @@ ParameterUpdate::ParameterUpdate(const TrainerOptions& options,
         throw Error("task " + task.name + " updates a parameter that is not in the model bank");
       used[it->second] = true;
     }
+  // Frozen parameters are taken out of the tasks by the trainer (no gradient is computed for
+  // them); one still listed would be updated, so that is an error here, not a silent update.
+  auto frozen = frozen_parameter_names(options_, trainer_section, named);
+  for (std::size_t k = 0; k < named.size(); ++k)
+    if (used[k] && std::find(frozen.begin(), frozen.end(), named[k].first) != frozen.end())
+      throw Error("parameter update: " + named[k].first +
+                  " is frozen (freeze_parameters) but a task updates it");
   std::unordered_map<const void*, std::size_t> joint;  // tensor -> index in parameters_
   for (std::size_t k = 0; k < named.size(); ++k)
     if (used[k]) {
@@ -92,7 +100,8 @@ ParameterUpdate::ParameterUpdate(const TrainerOptions& options,
     joint_index_.push_back(indices);
   }
 
-  // Gradient multipliers per task parameter: the first matching pattern wins.
+  // Gradient multipliers per task parameter: the first matching pattern wins. A pattern that
+  // matches a trained parameter is used even where an earlier one took precedence.
   auto pairs = options_.multipliers();
   if (!pairs.empty()) {
     std::vector<std::regex> expressions;
@@ -101,11 +110,11 @@ ParameterUpdate::ParameterUpdate(const TrainerOptions& options,
     std::vector<double> by_joint(parameters_.size(), 1.0);
     for (std::size_t k = 0, j = 0; k < named.size(); ++k) {
       if (!used[k]) continue;
+      bool assigned = false;
       for (std::size_t p = 0; p < pairs.size(); ++p)
         if (std::regex_search(named[k].first, expressions[p])) {
-          by_joint[j] = pairs[p].second;
-          matched[p] = true;
-          break;
+          if (!assigned) by_joint[j] = pairs[p].second;
+          assigned = matched[p] = true;
         }
       ++j;
     }

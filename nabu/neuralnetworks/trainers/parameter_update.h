@@ -37,8 +37,9 @@ class ParameterUpdate {
   };
 
   // `named`: the parameters that may be updated, by name, in a fixed order (the bank's); every
-  // task parameter must be among them. Throws ConfigError naming the key when a
-  // gradient_multipliers pattern matches no parameter.
+  // task parameter must be among them, and none that freeze_parameters matches (the trainer
+  // takes those out of the tasks; one left in is an Error). Throws ConfigError naming the key
+  // when a freeze_parameters or gradient_multipliers pattern matches no parameter.
   ParameterUpdate(const TrainerOptions& options, const ConfigSection& trainer_section,
                   double initial_learning_rate,
                   const std::vector<std::pair<std::string, torch::Tensor>>& named,
