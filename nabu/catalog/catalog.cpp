@@ -1,5 +1,6 @@
 #include "nabu/catalog/catalog.h"
 
+#include <algorithm>
 #include <set>
 
 #include "nabu/core/fs.h"
@@ -8,8 +9,10 @@
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
+#include "nabu/postprocessing/decoders/decoder.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
+#include "nabu/postprocessing/scorers/sequence_scorer.h"
 #include "nabu/processing/feature_computer.h"
 #include "nabu/processing/processor.h"
 
@@ -28,6 +31,29 @@ CatalogEntry entry_for(RegistryType& registry) {
       }};
 }
 
+// One family from two registries that share its key (score_type: the signal scorers of
+// separation tasks and the sequence scorers of recognition tasks); a name is looked up in the
+// registry that has it.
+CatalogEntry merged(CatalogEntry first, CatalogEntry second) {
+  auto owner = [first, second](const std::string& name) {
+    auto names = first.names();
+    return std::find(names.begin(), names.end(), name) != names.end() ? first : second;
+  };
+  return CatalogEntry{
+      first.family,
+      [first, second] {
+        auto names = first.names();
+        for (const auto& name : second.names()) names.push_back(name);
+        std::sort(names.begin(), names.end());
+        return names;
+      },
+      [owner](const std::string& name) { return owner(name).help(name); },
+      [owner](const std::string& name) { return owner(name).options(name); },
+      [owner](const std::string& name, const ConfigSection& section) {
+        return owner(name).check(name, section);
+      }};
+}
+
 // Where a component's keys go: the section header and the key naming the component.
 std::pair<std::string, std::string> section_for(const std::string& family,
                                                 const std::string& name) {
@@ -38,7 +64,10 @@ std::pair<std::string, std::string> section_for(const std::string& family,
   if (family == "evaluator") return {"evaluator", "evaluator = " + name};
   if (family == "trainer") return {"trainer", "trainer = " + name};
   if (family == "reconstruct_type") return {"task_2spk", "reconstruct_type = " + name};
-  if (family == "score_type") return {"task_2spk", "score_type = " + name};
+  if (family == "score_type")
+    return {sequence_scorer_registry().contains(name) ? "task_phones" : "task_2spk",
+            "score_type = " + name};
+  if (family == "decoder") return {"task_phones", "decoder = " + name};
   return {family, family + " = " + name};
 }
 
@@ -131,7 +160,8 @@ const std::vector<CatalogEntry>& catalog() {
       entry_for(evaluator_registry()),
       entry_for(trainer_registry()),
       entry_for(reconstructor_registry()),
-      entry_for(scorer_registry()),
+      merged(entry_for(scorer_registry()), entry_for(sequence_scorer_registry())),
+      entry_for(decoder_registry()),
   };
   return entries;
 }

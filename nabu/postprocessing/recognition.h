@@ -1,6 +1,7 @@
 // Recognition with a trained experiment (docs/recognition.md): a task's logits -> CTC decoding ->
-// label sequences (decoder.cfg), written as Kaldi-style hypotheses and scored by their error rate
-// against reference transcriptions (scorer.cfg score_type = error_rate).
+// label sequences (decoder.cfg, a decoder of decoders/decoder.h), written as Kaldi-style
+// hypotheses and scored against reference transcriptions (scorer.cfg, a sequence scorer of
+// scorers/sequence_scorer.h such as score_type = error_rate).
 #pragma once
 
 #include <filesystem>
@@ -11,35 +12,21 @@
 #include "nabu/core/options.h"
 #include "nabu/core/recipe.h"
 #include "nabu/neuralnetworks/tensor_map.h"
+#include "nabu/postprocessing/decoders/decoder.h"
 #include "nabu/postprocessing/separation.h"
 
 namespace nabu {
 
-struct DecoderOptions {
-  std::string decoder = "greedy";
-  int beam_width = 8;
-  std::string output;    // the logits output (default: the task's only output)
-  int blank = -1;        // -1: the last class
-  std::string alphabet;  // database section whose processor (text_processor) names the labels
-  void declare(OptionsReader& r);
-};
-
-// scorer.cfg's section of a recognition task.
-struct ErrorRateScorerOptions {
-  std::string score_type, references, unit = "label";
-  void declare(OptionsReader& r);
-};
-
-// The decoder of a test task: decoder.cfg's section of the task.
+// The decoder of a test task: decoder.cfg's section of the task, with the labels of its alphabet.
 class Decoder {
  public:
   Decoder(const ConfigSection& section, const Recipe& recipe);
   // The labels of one utterance from its outputs ([T, C] logits, real frames only).
   std::vector<std::string> decode(const TensorMap& outputs) const;
-  const DecoderOptions& options() const { return options_; }
+  const DecoderOptions& options() const { return decoder_->options(); }
 
  private:
-  DecoderOptions options_;
+  CtcDecoderPtr decoder_;
   std::vector<std::string> labels_;
   std::string where_;
 };
@@ -52,7 +39,7 @@ bool is_recognition_task(const Recipe& recipe, const std::string& task);
 std::vector<std::string> check_recognition_task(const Recipe& recipe, const std::string& task);
 
 // The test of one recognition task into `testdir`: <task>/hyp.txt and, with a scorer.cfg
-// section, results_<task>_error_rate_{complete,summary}.json. Returns the test loss.
+// section, results_<task>_<score_type>_{complete,summary}.json. Returns the test loss.
 EvaluationResult run_recognition_test(const Recipe& recipe, Separator& model,
                                       const std::string& task, const std::filesystem::path& testdir,
                                       int64_t max_utterances,

@@ -1,5 +1,7 @@
 // CTC greedy and prefix beam search decoding, checked against exhaustive path enumeration; the
-// Levenshtein error counts, checked against a plain recursive minimum.
+// Levenshtein error counts, checked against a plain recursive minimum; the decoder and sequence
+// scorer registries (decoder.cfg `decoder`, scorer.cfg `score_type = error_rate`): built, checked
+// and listed like every other family.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -13,9 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "nabu/catalog/catalog.h"
+#include "nabu/catalog/recipe_check.h"
+#include "nabu/core/config.h"
 #include "nabu/core/error.h"
 #include "nabu/postprocessing/decoders/ctc_decoding.h"
+#include "nabu/postprocessing/decoders/decoder.h"
 #include "nabu/postprocessing/scorers/edit_distance.h"
+#include "nabu/postprocessing/scorers/sequence_scorer.h"
+#include "test_helpers.h"
 
 namespace {
 
@@ -284,6 +292,199 @@ TEST(EditDistance, MatchesSlowRecursion) {
     EXPECT_EQ(counts.deletions - counts.insertions, reference_length - hypothesis_length);
     EXPECT_LE(counts.substitutions + counts.deletions, reference_length);
   }
+}
+
+}  // namespace
+
+namespace {
+
+using nabu::testing::error_of;
+
+// One section [task_phones] of `file` with `keys`.
+ConfigFile task_section(const std::string& file, const std::string& keys) {
+  return ConfigFile::parse("[task_phones]\n" + keys + "\n", file);
+}
+
+std::string all(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) text += line + "\n";
+  return text;
+}
+
+TEST(Decoders, EachRegisteredDecoderDecodesAsItsAlgorithmWithItsOwnKeys) {
+  EXPECT_EQ(decoder_registry().names(), (std::vector<std::string>{"beam_search", "greedy"}));
+  // Two frames with p(a) = 0.4, p(blank) = 0.6: the best path is blank blank, but "a" has the
+  // paths a a, a _, _ a (0.64). A beam of 1 keeps only the empty prefix after the first frame.
+  const auto log_probs = torch::log(torch::tensor({{0.6, 0.4}, {0.6, 0.4}}, torch::kFloat64));
+  auto decode = [&](const std::string& keys) {
+    auto file = task_section("decoder.cfg", keys + "\nalphabet = phones");
+    return make_decoder(file.section("task_phones"))->decode(log_probs, 0);
+  };
+  EXPECT_EQ(decode("decoder = greedy"), Labels{});
+  EXPECT_EQ(decode(""), Labels{});  // greedy is the default
+  EXPECT_EQ(decode("decoder = beam_search"), Labels{1});
+  EXPECT_EQ(decode("decoder = beam_search\nbeam_width = 1"), Labels{});
+  EXPECT_EQ(decode("decoder = beam_search\nbeam_width = 2"), Labels{1});
+  // A beam_search section switched to greedy (--set decoder.cfg:TASK:decoder=greedy) keeps working.
+  EXPECT_EQ(decode("decoder = greedy\nbeam_width = 2"), Labels{});
+
+  auto file = task_section("decoder.cfg", "decoder = beam_search\nblank = 1\noutput = logits\n"
+                                          "alphabet = phones");
+  auto decoder = make_decoder(file.section("task_phones"));
+  const auto& options = decoder->options();
+  EXPECT_EQ(options.decoder, "beam_search");
+  EXPECT_EQ(options.blank, 1);
+  EXPECT_EQ(options.output, "logits");
+  EXPECT_EQ(options.alphabet, "phones");
+
+  auto typo = task_section("decoder.cfg", "decoder = beam_serch\nalphabet = phones");
+  EXPECT_EQ(error_of([&] { make_decoder(typo.section("task_phones")); }),
+            "decoder.cfg:2: [task_phones] decoder: unknown decoder 'beam_serch' (did you mean "
+            "'beam_search'?); known: beam_search, greedy");
+  auto bad = task_section("decoder.cfg", "decoder = beam_search\nbeam_width = 0\nalphabet = p");
+  EXPECT_NE(error_of([&] { make_decoder(bad.section("task_phones")); })
+                .find("decoder.cfg:3: [task_phones] beam_width: must be at least 1"),
+            std::string::npos);
+}
+
+TEST(Decoders, CheckReportsEveryProblemThroughTheDecodersOwnOptions) {
+  auto problems = [](const std::string& keys) {
+    auto file = task_section("decoder.cfg", keys);
+    auto found = check_decoder(file.section("task_phones"));
+    // make_decoder throws where check finds a problem, with the first one's text.
+    auto thrown = error_of([&] { make_decoder(file.section("task_phones")); });
+    EXPECT_EQ(thrown.empty(), found.empty()) << thrown << "\n" << all(found);
+    if (!found.empty()) {
+      EXPECT_EQ(thrown, found[0]);
+    }
+    return found;
+  };
+  EXPECT_TRUE(problems("decoder = greedy\nbeam_width = 8\nalphabet = phones").empty());
+  EXPECT_TRUE(problems("decoder = beam_search\nbeam_width = 3\nalphabet = phones").empty());
+  auto found = problems("decoder = beam_search\nbeam_width = 0\nalphabet = phones");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_EQ(found[0], "decoder.cfg:3: [task_phones] beam_width: must be at least 1");
+  found = problems("decoder = beam_search\nbeam_widht = 3\nalphabet = phones");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("beam_widht"), std::string::npos) << found[0];
+  EXPECT_NE(found[0].find("did you mean 'beam_width'"), std::string::npos) << found[0];
+  found = problems("decoder = greedy");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("alphabet"), std::string::npos) << found[0];
+  found = problems("decoder = viterbi\nalphabet = phones");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("decoder.cfg:2: [task_phones] decoder: unknown decoder 'viterbi'"),
+            std::string::npos)
+      << found[0];
+}
+
+TEST(SequenceScorers, ErrorRateCountsEditsPerUtteranceAndOverAll) {
+  auto file = task_section("scorer.cfg",
+                           "score_type = error_rate\nreferences = testphones\nunit = phone");
+  auto scorer = make_sequence_scorer(file.section("task_phones"));
+  EXPECT_EQ(scorer->type(), "error_rate");
+  EXPECT_EQ(scorer->options().references, "testphones");
+  // a b c -> a x: b substituted, c deleted. a -> a b: b inserted.
+  auto first = scorer->add({"a", "b", "c"}, {"a", "x"});
+  EXPECT_EQ(first, (nlohmann::json{{"reference_length", 3}, {"substitutions", 1},
+                                   {"deletions", 1}, {"insertions", 0},
+                                   {"error_rate", 2.0 / 3.0}}));
+  auto second = scorer->add({"a"}, {"a", "b"});
+  EXPECT_EQ(second["insertions"], 1);
+  EXPECT_EQ(second["error_rate"], 1.0);
+  // Over all: 3 errors over 4 reference labels, not the mean of the rates.
+  EXPECT_EQ(scorer->summary(), (nlohmann::json{{"unit", "phone"}, {"utterances", 2},
+                                               {"reference_length", 4}, {"substitutions", 1},
+                                               {"deletions", 1}, {"insertions", 1},
+                                               {"error_rate", 0.75}}));
+  EXPECT_EQ(scorer->summary_line("greedy"),
+            "PER (greedy decoding): 75.00 % over 4 phones of 2 utterances (substitutions 1, "
+            "deletions 1, insertions 1)");
+  auto words = task_section("scorer.cfg", "score_type = error_rate\nreferences = r\nunit = word");
+  EXPECT_EQ(make_sequence_scorer(words.section("task_phones"))->summary_line("beam_search"),
+            "WER (beam_search decoding): 0.00 % over 0 words of 0 utterances (substitutions 0, "
+            "deletions 0, insertions 0)");
+}
+
+TEST(SequenceScorers, ScoreTypeAndKeysAreCheckedByTheScorersOwnOptions) {
+  auto problems = [](const std::string& keys) {
+    auto file = task_section("scorer.cfg", keys);
+    auto found = check_sequence_scorer(file.section("task_phones"));
+    // make_sequence_scorer throws where check finds a problem, with the first one's text.
+    auto thrown = error_of([&] { make_sequence_scorer(file.section("task_phones")); });
+    EXPECT_EQ(thrown.empty(), found.empty()) << thrown << "\n" << all(found);
+    if (!found.empty()) {
+      EXPECT_EQ(thrown, found[0]);
+    }
+    return found;
+  };
+  EXPECT_TRUE(problems("score_type = error_rate\nreferences = r\nunit = word").empty());
+  auto found = problems("score_type = error_rate\nreferences = r\nunti = word");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("did you mean 'unit'"), std::string::npos) << found[0];
+  found = problems("score_type = error_rate");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("[task_phones] references"), std::string::npos) << found[0];
+  found = problems("score_type = sdr\nreferences = r");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_EQ(found[0], "scorer.cfg:2: [task_phones] score_type: unknown score_type 'sdr'; known: "
+                      "error_rate (sdr scores separated signals, not label sequences)");
+  found = problems("score_type = error_rate error_rate\nreferences = r");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("takes one score_type"), std::string::npos) << found[0];
+  found = problems("references = r");
+  ASSERT_EQ(found.size(), 1u) << all(found);
+  EXPECT_NE(found[0].find("score_type"), std::string::npos) << found[0];
+}
+
+TEST(RecognitionRegistries, NabuListAndTheDefaultsShowThemAndNabuCheckUsesTheirOptions) {
+  // One score_type family with both kinds of scorer, and a decoder family.
+  std::map<std::string, std::vector<std::string>> families;
+  for (const auto& entry : catalog()) {
+    EXPECT_EQ(families.count(entry.family), 0u) << entry.family << " listed twice";
+    families[entry.family] = entry.names();
+  }
+  EXPECT_EQ(families["decoder"], (std::vector<std::string>{"beam_search", "greedy"}));
+  EXPECT_EQ(families["score_type"],
+            (std::vector<std::string>{"error_rate", "sdr", "sdr_snr", "si_sdr"}));
+  auto listed = nabu::testing::run_nabu("list --options decoder");
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("beam_search  -  CTC prefix beam search"), std::string::npos)
+      << listed.output;
+  EXPECT_NE(listed.output.find("beam_width = 8"), std::string::npos) << listed.output;
+
+  // The generated defaults: the recognition task's section, the required key left to fill.
+  for (const auto& entry : catalog()) {
+    if (entry.family == "decoder") {
+      auto text = default_config_text(entry, "beam_search");
+      EXPECT_NE(text.find("[task_phones]\ndecoder = beam_search\n"), std::string::npos) << text;
+      EXPECT_NE(text.find("\nbeam_width = 8\n"), std::string::npos) << text;
+      EXPECT_NE(text.find("\n# alphabet =\n"), std::string::npos) << text;
+    }
+    if (entry.family == "score_type") {
+      auto text = default_config_text(entry, "error_rate");
+      EXPECT_NE(text.find("[task_phones]\nscore_type = error_rate\n"), std::string::npos) << text;
+      EXPECT_NE(text.find("\nunit = label\n"), std::string::npos) << text;
+      EXPECT_NE(text.find("\n# references =\n"), std::string::npos) << text;
+      EXPECT_NE(default_config_text(entry, "sdr").find("score_type = sdr"), std::string::npos);
+    }
+  }
+
+  // nabu check on the shipped phone recipe, broken through --set: each decoder's and scorer's
+  // own rules, with the file and line of the key.
+  const auto recipe = nabu::testing::source_dir() / "recipes/ASR/toy_CTC_phones";
+  auto report = check_recipe(recipe, {ConfigOverride::parse("decoder.cfg:task_phones:beam_width=0"),
+                                      ConfigOverride::parse("scorer.cfg:task_phones:unti=word")});
+  auto has = [&](const std::string& text) {
+    return std::any_of(report.problems.begin(), report.problems.end(),
+                       [&](const std::string& line) { return line.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(has("[task_phones] beam_width: must be at least 1")) << all(report.problems);
+  EXPECT_TRUE(has("unti")) << all(report.problems);
+  report = check_recipe(recipe, {ConfigOverride::parse("decoder.cfg:task_phones:decoder=greedy"),
+                                 ConfigOverride::parse("scorer.cfg:task_phones:score_type=si_sdr")});
+  EXPECT_FALSE(has("beam_width")) << all(report.problems);
+  EXPECT_TRUE(has("unknown score_type 'si_sdr'; known: error_rate")) << all(report.problems);
 }
 
 }  // namespace
