@@ -39,7 +39,7 @@ class RecipeChecker {
     for (const char* required : {"database.conf", "model.cfg", "trainer.cfg",
                                  "validation_evaluator.cfg", "test_evaluator.cfg",
                                  "scorer.cfg"})
-      if (!recipe_.has(required))
+      if (!recipe_.has(required) && !unreadable(required))
         problem(recipe_.dir().string() + ": missing " + std::string(required));
     database_ = recipe_.find("database.conf");
     loss_cfg_ = recipe_.find("loss.cfg");
@@ -48,10 +48,16 @@ class RecipeChecker {
     if (const ConfigFile* trainer = recipe_.find("trainer.cfg")) check_trainer(*trainer);
     if (const ConfigFile* validation = recipe_.find("validation_evaluator.cfg"))
       check_validation(*validation);
-    if (const ConfigFile* test = recipe_.find("test_evaluator.cfg")) check_test(*test);
+    // Which test tasks are recognition tasks is decoder.cfg's to say.
+    const ConfigFile* test = recipe_.find("test_evaluator.cfg");
+    if (test && !unreadable("decoder.cfg")) check_test(*test);
   }
 
  private:
+  // A file that does not parse is one problem, reported by Recipe::load with its line; the checks
+  // that would read it are skipped rather than report what its absence implies.
+  bool unreadable(const std::string& file) const { return recipe_.unreadable().count(file) > 0; }
+
   void problem(const std::string& message) { report_.problems.push_back(message); }
   void warning(const std::string& message) { report_.warnings.push_back(message); }
 
@@ -80,7 +86,9 @@ class RecipeChecker {
             warning(section.where("dependencies") + ": no section [" + dependency + "]" +
                     did_you_mean(dependency, database_->section_names()) +
                     " (documentation only; nothing waits for it)");
-        if (!options.processor_config.empty()) check_processor(section);
+        if (!options.processor_config.empty() &&
+            !unreadable(fs::path(options.processor_config).filename().string()))
+          check_processor(section);
       });
     }
   }
@@ -132,7 +140,7 @@ class RecipeChecker {
     }
     check_graph(section, spec);
     if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });
-    guard([&] {
+    if (!unreadable("loss.cfg")) guard([&] {
       ConfigSection options("", {});
       std::string type = resolve_loss_type(section, loss_cfg_, &options);
       for (const auto& message : loss_registry().check(type, options)) problem(message);
@@ -143,7 +151,7 @@ class RecipeChecker {
     auto models = model_names();
     std::set<std::string> available(spec.input_names.begin(), spec.input_names.end());
     for (const auto& node : spec.nodes) {
-      guard([&] {
+      if (!unreadable("model.cfg")) guard([&] {
         std::string model = section.get_string(node + "_model");
         if (!models.count(model))
           section.fail(node + "_model", "model '" + model + "' is not in [hyper] model_names" +
@@ -235,7 +243,7 @@ class RecipeChecker {
         if (scorers && scorers->has_section(task)) check_references(scorers, task, {"references"});
         continue;
       }
-      if (!reconstructors && !missing_reconstructors_reported_) {
+      if (!reconstructors && !unreadable("reconstructor.cfg") && !missing_reconstructors_reported_) {
         problem(recipe_.dir().string() + ": missing reconstructor.cfg");
         missing_reconstructors_reported_ = true;
       }

@@ -1,5 +1,6 @@
 #include "nabu/core/config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -62,7 +63,7 @@ std::string ConfigSection::where(const std::string& key) const {
   if (!key.empty()) {
     if (const ConfigValue* value = find(key))
       return value->origin.str() + ": [" + name_ + "] " + key;
-    return origin_.file + ": [" + name_ + "] " + key;
+    return origin_.str() + ": [" + name_ + "] " + key;  // a missing key: the section's line
   }
   return origin_.str() + ": [" + name_ + "]";
 }
@@ -71,9 +72,22 @@ void ConfigSection::fail(const std::string& key, const std::string& message) con
   throw ConfigError(where(key) + ": " + message);
 }
 
+std::string ConfigSection::missing_key_message(const std::string& key,
+                                               const std::vector<std::string>& known) const {
+  std::string wanted = to_lower(key);
+  std::vector<std::string> candidates;
+  for (const auto& candidate : keys())
+    if (candidate != wanted && std::find(known.begin(), known.end(), candidate) == known.end())
+      candidates.push_back(candidate);
+  std::string message = where(wanted) + ": required key is missing";
+  if (auto typo = closest_match(wanted, candidates))
+    message += " (is '" + *typo + "' at " + find(*typo)->origin.str() + " a misspelling of it?)";
+  return message;
+}
+
 std::string ConfigSection::get_string(const std::string& key) const {
   const ConfigValue* value = find(key);
-  if (!value) fail(key, "required key is missing" + did_you_mean(to_lower(key), keys()));
+  if (!value) throw ConfigError(missing_key_message(key));
   return value->text;
 }
 
@@ -187,9 +201,11 @@ ConfigFile ConfigFile::parse(const std::string& text, const std::string& display
   if (text.find('\0') != std::string::npos)
     throw ConfigError(display_name + ": not a text file (it contains NUL bytes)");
   ConfigFile config(display_name);
+  // A UTF-8 byte order mark (editors on Windows write one) is not part of the first line.
+  const std::string bom = "\xEF\xBB\xBF";
+  std::istringstream stream(starts_with(text, bom) ? text.substr(bom.size()) : text);
   ConfigSection* current = nullptr;
   std::string current_key;  // last option of the current section, for continuation lines
-  std::istringstream stream(text);
   std::string line;
   int line_number = 0;
   while (std::getline(stream, line)) {
@@ -218,6 +234,12 @@ ConfigFile ConfigFile::parse(const std::string& text, const std::string& display
         throw ConfigError(origin.str() + ": unterminated or empty section header '" +
                           shorten(trim(line)) + "'");
       std::string name = line.substr(1, close - 1);
+      // Python 2.7 merges a repeated section into the first (docs/ini_semantics.md): kept, but
+      // said, since a second [main] is more often a pasted block than a wish to merge.
+      if (const ConfigSection* first = config.find_section(name))
+        config.warnings_.push_back(origin.str() + ": section [" + name +
+                                   "] is given again (first at " + first->origin().str() +
+                                   "); the two are merged, a key in both taking its last value");
       current = &config.add_section(name, origin);
       current_key.clear();
       continue;
@@ -229,6 +251,11 @@ ConfigFile ConfigFile::parse(const std::string& text, const std::string& display
     if (!match_option(line, key, value))
       throw ConfigError(origin.str() + ": cannot parse '" + shorten(trim(line)) +
                         "' (expected 'key = value' or '[section]')");
+    // The last of a repeated key wins, as in Python 2.7 (an original recipe relies on it).
+    if (const ConfigValue* first = current->find(key))
+      config.warnings_.push_back(origin.str() + ": [" + current->name() + "] " + key +
+                                 " is given again (previously at " + first->origin.str() +
+                                 "); this last value is used");
     current->set(key, value, origin);
     current_key = key;
   }
@@ -334,7 +361,8 @@ int apply_overrides(ConfigFile& config, const std::string& file_name,
     if (!config.has_section(override_.section))
       throw ConfigError("--set '" + shorten(override_.spec) + "': " + config.path() +
                         " has no section [" + override_.section + "]" +
-                        did_you_mean(override_.section, config.section_names()));
+                        did_you_mean(override_.section, config.section_names()) +
+                        "; its sections: " + join(config.section_names(), ", "));
     config.section(override_.section).set(override_.key, override_.value, Origin{"--set", 0});
     ++applied;
   }

@@ -62,6 +62,11 @@ class ConfigSection {
   // "file:line: [section] key" for messages; "file: [section]" without a key.
   std::string where(const std::string& key = "") const;
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  // The one-line error for a required `key` that the section lacks: "file:line: [section] key:
+  // required key is missing", the line being the section's; a key of the section that is not in
+  // `known` and looks like `key` is named with its line as the likely misspelling.
+  std::string missing_key_message(const std::string& key,
+                                  const std::vector<std::string>& known = {}) const;
 
   // Value parsers usable on any string with a location for errors.
   long long to_int(const std::string& key, const std::string& text) const;
@@ -94,7 +99,8 @@ class ConfigFile {
   std::vector<std::string> section_names() const;
   const std::vector<ConfigSection>& sections() const { return sections_; }
 
-  // Warnings found while parsing (continuation lines), each "file:line: message".
+  // Warnings found while parsing (continuation lines, a key or section given twice), each
+  // "file:line: message".
   const std::vector<std::string>& warnings() const { return warnings_; }
 
   // The original's ConfigParser.write shape: "[section]", "key = value" lines ('\n' in a value

@@ -1,6 +1,7 @@
 #include "nabu/core/options.h"
 
 #include <algorithm>
+#include <cctype>
 #include <sstream>
 
 #include "nabu/core/error.h"
@@ -100,16 +101,30 @@ void OptionsReader::accept_if(bool (*predicate)(const std::string&), const std::
 void OptionsReader::require(bool condition, const std::string& key,
                             const std::string& message) const {
   if (condition || !section_) return;
-  if (!section_->has(key)) {
-    // A required key that is missing is often misspelt: point at the likely culprit.
-    auto known = known_keys();
-    std::vector<std::string> unknown;
-    for (const auto& candidate : section_->keys())
-      if (std::find(known.begin(), known.end(), candidate) == known.end())
-        unknown.push_back(candidate);
-    if (auto typo = closest_match(key, unknown))
-      section_->fail(key, message + " (is " + section_->where(*typo) + " a misspelling?)");
-  }
+  // A rule fails on `key`, or on a key its message names ("... but segment_lengths has 1"). When
+  // that key is not given and the section holds a look-alike that was not declared, the rule saw
+  // a default: the misspelling is the likely culprit, so it is what is reported.
+  auto known = known_keys();
+  std::vector<std::string> unknown;
+  for (const auto& candidate : section_->keys())
+    if (std::find(known.begin(), known.end(), candidate) == known.end())
+      unknown.push_back(candidate);
+  auto names = [&message](const std::string& subject) {
+    for (auto at = message.find(subject); at != std::string::npos;
+         at = message.find(subject, at + 1)) {
+      auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+      bool starts = at == 0 || !is_word(message[at - 1]);
+      bool ends = at + subject.size() == message.size() || !is_word(message[at + subject.size()]);
+      if (starts && ends) return true;
+    }
+    return false;
+  };
+  std::vector<std::string> subjects{key};
+  for (const auto& other : known)
+    if (other != key && names(other)) subjects.push_back(other);
+  for (const auto& subject : subjects)
+    if (!section_->has(subject) && closest_match(subject, unknown))
+      throw ConfigError(section_->missing_key_message(subject, known));
   section_->fail(key, message);
 }
 

@@ -41,15 +41,16 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_regular_file() || !is_config_file(entry.path())) continue;
     auto name = entry.path().filename().string();
-    attempt([&] { recipe.files_.emplace(name, ConfigFile::load(entry.path())); });
+    if (!attempt([&] { recipe.files_.emplace(name, ConfigFile::load(entry.path())); }))
+      recipe.unreadable_.insert(name);
   }
   if (ec) throw ConfigError(dir.string() + ": cannot list recipe folder: " + ec.message());
 
-  std::set<std::string> override_targets;
+  // The files an override may name: a file that is there but does not parse is not missing.
+  std::set<std::string> present = recipe.unreadable_;
   for (auto& [name, file] : recipe.files_) {
-    attempt([&, &name = name, &file = file] {
-      if (apply_overrides(file, name, overrides) > 0) override_targets.insert(name);
-    });
+    present.insert(name);
+    attempt([&, &name = name, &file = file] { apply_overrides(file, name, overrides); });
     for (const auto& warning : file.warnings()) recipe.warnings_.push_back(warning);
   }
   // Processor configs: loaded from where database.conf points, overrides matched by file name.
@@ -64,16 +65,26 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
       }
       std::string key = fs::absolute(path).lexically_normal().string();
       if (recipe.processor_configs_.count(key)) continue;
-      attempt([&] {
-        ConfigFile config = ConfigFile::load(path);
-        std::string name = path.filename().string();
-        if (apply_overrides(config, name, overrides) > 0) override_targets.insert(name);
-        recipe.processor_configs_.emplace(key, std::move(config));
-      });
+      std::string name = path.filename().string();
+      present.insert(name);
+      // A file of the recipe folder was warned about, or reported, above.
+      std::error_code not_same;
+      bool in_folder = fs::equivalent(path, dir / name, not_same);
+      if (in_folder && recipe.unreadable_.count(name)) continue;
+      ConfigFile* config = nullptr;
+      if (!attempt([&] {
+            config = &recipe.processor_configs_.emplace(key, ConfigFile::load(path)).first->second;
+          })) {
+        recipe.unreadable_.insert(name);
+        continue;
+      }
+      if (!in_folder)
+        for (const auto& warning : config->warnings()) recipe.warnings_.push_back(warning);
+      attempt([&] { apply_overrides(*config, name, overrides); });
     }
   }
   for (const auto& override_ : overrides) {
-    if (override_targets.count(override_.file)) continue;
+    if (present.count(override_.file)) continue;
     std::vector<std::string> known = recipe.file_names();
     attempt([&] {
       throw ConfigError("--set '" + shorten(override_.spec) + "': the recipe " + dir.string() +

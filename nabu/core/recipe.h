@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ class Recipe {
   const std::vector<ConfigOverride>& overrides() const { return overrides_; }
   // Parser warnings of all files (continuation lines, processor_config fallbacks).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // Files of the folder that did not parse (loaded with an error list, which holds their one
+  // error): not missing, and not read by any check.
+  const std::set<std::string>& unreadable() const { return unreadable_; }
 
   // Where the processor config of a database section lives (docs/ini_semantics.md): the path as
   // given (relative to the working directory), else the file of that name in the recipe folder.
@@ -51,6 +55,7 @@ class Recipe {
   // processor configs by resolved absolute path
   std::map<std::string, ConfigFile> processor_configs_;
   std::vector<std::string> warnings_;
+  std::set<std::string> unreadable_;
 };
 
 // Replaces values that are exactly "globalvars" by the same key of database.conf's [globalvars]

@@ -126,7 +126,8 @@ std::optional<std::string> closest_match(const std::string& word,
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   auto match = closest_match(word, candidates);
-  return match ? " (did you mean '" + *match + "'?)" : "";
+  // The word itself is no suggestion: a caller that did not find it looked in the wrong place.
+  return match && *match != word ? " (did you mean '" + *match + "'?)" : "";
 }
 
 std::uint64_t stable_hash(const std::string& text) {

@@ -1,6 +1,7 @@
 // text_processor: a transcription line (`utt label1 label2 ...`) -> the labels' indices in the
 // alphabet, int32 [L]. The targets of sequence losses (ctc) and the references of the error_rate
 // scorer; the decoders map indices back through the same alphabet (docs/recognition.md).
+#include <filesystem>
 #include <unordered_map>
 
 #include "nabu/core/error.h"
@@ -25,6 +26,10 @@ struct TextOptions {
              "built)");
     r.require(alphabet.empty() != alphabet_file.empty(), alphabet.empty() ? "alphabet" : "alphabet_file",
               "give exactly one of alphabet and alphabet_file");
+    // Here, so that `nabu check` finds a missing file before data preparation reads it.
+    std::error_code ec;
+    r.require(alphabet_file.empty() || std::filesystem::is_regular_file(alphabet_file, ec),
+              "alphabet_file", "'" + alphabet_file + "' does not exist");
   }
 };
 

@@ -2,10 +2,13 @@
 // per item.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
 #include "nabu/core/options.h"
 #include "nabu/core/recipe.h"
+#include "nabu/core/strings.h"
 #include "test_helpers.h"
 
 using namespace nabu;
@@ -293,4 +296,88 @@ TEST(ConfigOptions, TypedFieldsDefaultsAndUnknownKeys) {
   ASSERT_EQ(docs.size(), 5u);
   EXPECT_EQ(docs[0].key, "num_units");
   EXPECT_EQ(docs[0].default_value, "600");
+}
+
+// A UTF-8 byte order mark (Windows editors write one) is not part of the first line.
+TEST(ConfigSpec, ByteOrderMarkIsSkipped) {
+  auto config = parse("\xEF\xBB\xBF[main]\nnum_units = 3\n");
+  EXPECT_EQ(config.section_names(), (std::vector<std::string>{"main"}));
+  EXPECT_EQ(config.section("main").get_int("num_units"), 3);
+  EXPECT_EQ(config.section("main").find("num_units")->origin.line, 2);
+  EXPECT_TRUE(config.warnings().empty());
+}
+
+// §4.3: a repeated key or section is read as Python 2.7 reads it (the last value wins, sections
+// merge) and warned about with both places.
+TEST(ConfigSpec, RepeatedKeysAndSectionsAreWarnedAboutWithBothPlaces) {
+  auto config = parse("[s]\nmeanandvar_dir = globalvars\nmeanandvar_dir = /explicit\n[t]\nx = 1\n"
+                      "[s]\nz = 3\nMeanAndVar_dir = /last\n");
+  EXPECT_EQ(config.section("s").get_string("meanandvar_dir"), "/last");
+  EXPECT_EQ(config.section("s").find("meanandvar_dir")->origin.line, 8);
+  EXPECT_EQ(config.warnings(),
+            (std::vector<std::string>{
+                "t.cfg:3: [s] meanandvar_dir is given again (previously at t.cfg:2); this last "
+                "value is used",
+                "t.cfg:6: section [s] is given again (first at t.cfg:1); the two are merged, a "
+                "key in both taking its last value",
+                "t.cfg:8: [s] meanandvar_dir is given again (previously at t.cfg:3); this last "
+                "value is used"}));
+}
+
+// A line without '=' or ':' is one error naming file:line and the line.
+TEST(ConfigErrors, ALineWithoutDelimiterNamesFileLineAndText) {
+  EXPECT_EQ(error_of([] { parse("[main]\nnum_units 300\n"); }),
+            "t.cfg:2: cannot parse 'num_units 300' (expected 'key = value' or '[section]')");
+}
+
+// A required key that is missing: one line naming the section's line, the key and the key of the
+// section that is likely its misspelling, from a getter, an options rule or the model bank.
+TEST(ConfigErrors, AMissingRequiredKeyNamesTheSectionAndTheLikelyMisspelling) {
+  auto config = parse("# model\n[main]\narchtecture = dblstm\nnum_units = 3\n");
+  const std::string expected =
+      "t.cfg:2: [main] architecture: required key is missing (is 'archtecture' at t.cfg:3 a "
+      "misspelling of it?)";
+  EXPECT_EQ(error_of([&] { config.section("main").get_string("architecture"); }), expected);
+  struct Needs {
+    std::string architecture;
+    int num_units = 1;
+    void declare(OptionsReader& r) {
+      r("architecture", architecture, "the model");
+      r("num_units", num_units, "units");
+      r.require(!architecture.empty(), "architecture", "is empty");
+    }
+  };
+  EXPECT_EQ(error_of([&] { read_options<Needs>(config.section("main"), "needs"); }), expected);
+  // Without a look-alike, no guess.
+  auto plain = parse("[main]\nnum_units = 3\n");
+  EXPECT_EQ(error_of([&] { plain.section("main").get_string("architecture"); }),
+            "t.cfg:1: [main] architecture: required key is missing");
+}
+
+// An override naming a section the file lacks lists that file's sections; the file is not
+// reported missing, and "did you mean" never suggests the word it was given.
+TEST(ConfigOverrides, AnUnknownSectionListsTheSectionsOfThatFile) {
+  TempDir dir;
+  write_text(dir / "model.cfg", "[hyper]\nmodel_names = main\n[main]\nnum_units = 600\n");
+  std::vector<std::string> errors;
+  Recipe::load(dir.path(), {ConfigOverride::parse("model.cfg:nosec:x=1")}, &errors);
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0], "--set 'model.cfg:nosec:x=1': " + (dir / "model.cfg").string() +
+                           " has no section [nosec]; its sections: hyper, main");
+  EXPECT_EQ(did_you_mean("model.cfg", {"model.cfg", "loss.cfg"}), "");
+}
+
+// With an error list (nabu check), a file that does not parse is its one error: the recipe marks
+// it unreadable instead of missing, and an override of it is not "no such file".
+TEST(ConfigOverrides, AFileThatDoesNotParseIsUnreadableNotMissing) {
+  TempDir dir;
+  write_text(dir / "model.cfg", "[main]\nnum_units 300\n");
+  std::vector<std::string> errors;
+  auto recipe =
+      Recipe::load(dir.path(), {ConfigOverride::parse("model.cfg:main:num_units=3")}, &errors);
+  ASSERT_EQ(errors.size(), 1u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0], (dir / "model.cfg").string() +
+                           ":2: cannot parse 'num_units 300' (expected 'key = value' or "
+                           "'[section]')");
+  EXPECT_EQ(recipe.unreadable(), (std::set<std::string>{"model.cfg"}));
 }

@@ -89,3 +89,91 @@ TEST(RecipeCheck, UnbuiltOutputHandlingIsOneProblem) {
                        "[task_2spk] output_handling_type = speaker_verification is not built"))
       << joined(report.problems);
 }
+
+namespace {
+
+// A copy of the recipe folder `from` with `edits` (file -> (text, replacement)) applied.
+fs::path copy_recipe(const fs::path& from, const TempDir& dir,
+                     const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
+  fs::create_directories(dir / "recipe");
+  for (const auto& entry : fs::directory_iterator(from)) {
+    if (!entry.is_regular_file()) continue;
+    std::string name = entry.path().filename().string();
+    std::string text = read_text(entry.path());
+    auto range = edits.equal_range(name);
+    for (auto it = range.first; it != range.second; ++it) {
+      auto at = text.find(it->second.first);
+      EXPECT_NE(at, std::string::npos) << name << ": " << it->second.first;
+      if (at != std::string::npos) text.replace(at, it->second.first.size(), it->second.second);
+    }
+    write_text(dir / "recipe" / name, text);
+  }
+  return dir / "recipe";
+}
+
+}  // namespace
+
+// A file that does not parse is one problem naming file:line and the line, not "missing" with the
+// problems its absence implies (tasks whose models are "not in model_names", ...).
+TEST(RecipeCheck, AFileThatDoesNotParseIsOneProblem) {
+  TempDir dir;
+  auto recipe = copy_fixture(dir, {{"model.cfg", {"num_units = 600", "num_units 600"}}});
+  auto report = check_recipe(recipe, {ConfigOverride::parse("model.cfg:main:num_layers=1")});
+  ASSERT_EQ(report.problems.size(), 1u) << joined(report.problems);
+  EXPECT_EQ(report.problems[0], (recipe / "model.cfg").string() +
+                                    ":8: cannot parse 'num_units 600' (expected 'key = value' "
+                                    "or '[section]')");
+}
+
+// A UTF-8 byte order mark is accepted; a repeated key or section is a warning naming both places
+// (Python 2.7 reads them, and an original recipe repeats a key), never a problem.
+TEST(RecipeCheck, ByteOrderMarkPassesAndRepeatsAreWarnings) {
+  TempDir dir;
+  auto recipe = copy_fixture(
+      dir, {{"model.cfg", {"[hyper]", "\xEF\xBB\xBF[hyper]"}},
+            {"trainer.cfg", {"num_epochs = 100\n", "num_epochs = 100\nnum_epochs = 3\n"}},
+            {"model.cfg", {"[outlayer]", "[main]\nnum_layers = 1\n\n[outlayer]"}}});
+  auto report = check_recipe(recipe, {});
+  EXPECT_TRUE(report.problems.empty()) << joined(report.problems);
+  const std::string trainer = (recipe / "trainer.cfg").string();
+  const std::string model = (recipe / "model.cfg").string();
+  EXPECT_TRUE(has_line(report.warnings,
+                       trainer + ":12: [trainer] num_epochs is given again (previously at " +
+                           trainer + ":11); this last value is used",
+                       ""))
+      << joined(report.warnings);
+  EXPECT_TRUE(has_line(report.warnings, ": section [main] is given again (first at " + model + ":4)",
+                       model + ":"))
+      << joined(report.warnings);
+}
+
+// A misspelt required key: one line naming file, section, the key and the likely misspelling.
+TEST(RecipeCheck, AMisspeltRequiredKeyIsOneLineNamingTheMisspelling) {
+  TempDir dir;
+  auto recipe = copy_fixture(
+      dir, {{"trainer.cfg", {"segment_lengths = 100 full", "segment_lenghts = 100 full"}},
+            {"model.cfg", {"architecture = dblstm", "archtecture = dblstm"}}});
+  auto report = check_recipe(recipe, {});
+  const std::string trainer = (recipe / "trainer.cfg").string();
+  const std::string model = (recipe / "model.cfg").string();
+  EXPECT_EQ(report.problems,
+            (std::vector<std::string>{
+                model + ":4: [main] architecture: required key is missing (is 'archtecture' at " +
+                    model + ":6 a misspelling of it?)",
+                trainer + ":1: [trainer] segment_lengths: required key is missing (is "
+                          "'segment_lenghts' at " + trainer + ":9 a misspelling of it?)"}));
+}
+
+// A file a recipe references (a text processor's alphabet_file, docs/recognition.md) must exist.
+TEST(RecipeCheck, AMissingAlphabetFileIsAProblemWithItsLine) {
+  TempDir dir;
+  const std::string missing = (dir / "no_such_phones.txt").string();
+  auto recipe = copy_recipe(source_dir() / "recipes/ASR/toy_CTC_phones", dir,
+                            {{"phone_processor.cfg", {"data/corpus/sources/phones.txt", missing}}});
+  auto report = check_recipe(recipe, {});
+  EXPECT_TRUE(has_line(report.problems,
+                       "phone_processor.cfg:4: [processor] alphabet_file: '" + missing +
+                           "' does not exist",
+                       ""))
+      << joined(report.problems);
+}

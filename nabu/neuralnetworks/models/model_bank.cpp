@@ -32,7 +32,7 @@ std::vector<std::string> visit_models(const ConfigFile& model_cfg, bool build,
     return problems;
   }
   if (!hyper->has("model_names")) {
-    report(hyper->where() + ": missing key model_names");
+    report(hyper->missing_key_message("model_names"));
     return problems;
   }
   std::set<std::string> seen;
@@ -48,7 +48,7 @@ std::vector<std::string> visit_models(const ConfigFile& model_cfg, bool build,
       continue;
     }
     if (!section->has("architecture")) {
-      report(section->where() + ": missing key architecture");
+      report(section->missing_key_message("architecture"));
       continue;
     }
     std::string architecture = trim(section->get_string("architecture"));
