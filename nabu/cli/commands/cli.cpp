@@ -90,8 +90,21 @@ Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& 
   std::filesystem::path expdir = common.expdir;
   if (!std::filesystem::exists(expdir / "trainer.cfg"))
     throw Error(expdir.string() + " holds no trained experiment (no recipe copy)");
-  return common.recipe.empty() ? Recipe::load(expdir, common.overrides())
-                               : Recipe::load(common.recipe, common.overrides());
+  Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
+                                        : Recipe::load(common.recipe, common.overrides());
+  check_task_flag(recipe, options.task);
+  return recipe;
+}
+
+void check_task_flag(const Recipe& recipe, const std::string& task) {
+  if (task.empty()) return;
+  const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
+  if (task != "evaluator" && test_cfg.has_section(task)) return;
+  std::vector<std::string> tasks;
+  for (const auto& name : test_cfg.section_names())
+    if (name != "evaluator") tasks.push_back(name);
+  throw Error("--task=" + task + ": no such task" + did_you_mean(task, tasks) + "; tasks of " +
+              test_cfg.path() + ": " + join(tasks, ", "));
 }
 
 int for_each_recording(const RecordingOptions& options, const std::string& command,

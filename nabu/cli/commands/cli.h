@@ -54,10 +54,14 @@ struct RecordingOptions {
 void add_recording_options(po::options_description& description,
                            po::positional_options_description& positional,
                            RecordingOptions& options, const std::string& task_help);
-// Checks --expdir, the recordings and --channel, applies the common options and loads the
-// experiment's recipe copy (or --recipe's). Throws naming what is wrong.
+// Checks --expdir, the recordings and --channel, applies the common options, loads the
+// experiment's recipe copy (or --recipe's) and checks --task against it. Throws naming what is
+// wrong.
 Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,
                            const std::string& command);
+// A --task flag must name a task of the recipe's test_evaluator.cfg (a section other than
+// [evaluator]); otherwise throws blaming the flag and listing the tasks. Empty: nothing to check.
+void check_task_flag(const Recipe& recipe, const std::string& task);
 // Runs `each` on every recording; a failure is one line and the others still run. Exit status.
 int for_each_recording(const RecordingOptions& options, const std::string& command,
                        const std::string& done, const std::function<void(const std::string&)>& each);

@@ -46,6 +46,7 @@ int cmd_test(const std::vector<std::string>& args) {
   if (!fs::is_directory(expdir)) throw Error(expdir.string() + ": no such experiment directory");
   Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
                                         : Recipe::load(common.recipe, common.overrides());
+  check_task_flag(recipe, options.task);
   if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
   log_to_file(expdir / "run.log");
   options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
