@@ -126,6 +126,26 @@ TEST_F(TrainingRun, ResumeAcceptsTheRecordedOverridesAndRejectsAChangedOne) {
   EXPECT_NE(added.output.find("was started without it"), std::string::npos) << added.output;
 }
 
+// A key given twice trains with its last value (as the original's parser reads a file), and the
+// very same command with --resume compares that value, not the first.
+TEST_F(TrainingRun, ResumeComparesTheLastOfARepeatedOverride) {
+  const std::string sets = "--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1000"
+                           " --set model.cfg:main:num_units=24 --set model.cfg:main:num_units=32";
+  auto first = train("exp_twice", sets);
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(read_text(dir_ / "exp_twice/model.cfg").find("num_units = 32\n"), std::string::npos);
+  auto again = run_nabu("train --expdir=exp_twice --resume " + tiny_dc(sets), dir_.path());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  auto changed = run_nabu(
+      "train --expdir=exp_twice --resume " + tiny_dc(sets + " --set model.cfg:main:num_units=24"),
+      dir_.path());
+  EXPECT_EQ(changed.exit_code, 1) << changed.output;
+  EXPECT_NE(changed.output.find("--set model.cfg:main:num_units: the experiment in exp_twice was "
+                                "started with '32', now '24'"),
+            std::string::npos)
+      << changed.output;
+}
+
 TEST_F(TrainingRun, GoingBackRestoresTheModelButTheDataMovesOn) {
   // A learning rate so large that every validation after the first is worse: each one goes back
   // to the step-0 model. The original restores only the model, so the updates after going back

@@ -59,31 +59,37 @@ TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptio
   return run;
 }
 
+// The value each FILE:SECTION:KEY of `specs` sets: the last one given, as apply_overrides (and
+// the original's ConfigParser) applies them.
+std::map<std::string, std::string> effective_overrides(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> values;
+  for (const auto& spec : specs) {
+    if (trim(spec).empty()) continue;
+    auto override_ = ConfigOverride::parse(trim(spec));
+    values[override_.file + ":" + override_.section + ":" + override_.key] = trim(override_.value);
+  }
+  return values;
+}
+
 // A resumed run may repeat the --set values it was started with (a rerun of the same command, as
 // job schedulers do), in any order; a value that differs, or a key it was not started with, is
-// an error naming the key and both values.
+// an error naming the key and both values. A key given twice is compared by the value that
+// applies, its last.
 void check_resumed_overrides(const fs::path& expdir, const std::vector<std::string>& sets) {
   if (sets.empty()) return;
-  std::map<std::string, std::string> recorded;
   fs::path record = expdir / "overrides.txt";
-  if (fs::exists(record))
-    for (const auto& line : split(read_file(record), '\n')) {
-      if (trim(line).empty()) continue;
-      auto override_ = ConfigOverride::parse(trim(line));
-      recorded[override_.file + ":" + override_.section + ":" + override_.key] =
-          trim(override_.value);
-    }
-  for (const auto& spec : sets) {
-    auto override_ = ConfigOverride::parse(spec);
-    std::string key = override_.file + ":" + override_.section + ":" + override_.key;
+  std::map<std::string, std::string> recorded =
+      fs::exists(record) ? effective_overrides(split(read_file(record), '\n'))
+                         : std::map<std::string, std::string>{};
+  for (const auto& [key, value] : effective_overrides(sets)) {
     auto it = recorded.find(key);
     if (it == recorded.end())
-      throw Error("--set " + key + "='" + trim(override_.value) + "': the experiment in " +
-                  expdir.string() + " was started without it (" + record.string() +
+      throw Error("--set " + key + "='" + value + "': the experiment in " + expdir.string() +
+                  " was started without it (" + record.string() +
                   "); a resumed run cannot change the recipe; start a new --expdir");
-    if (it->second != trim(override_.value))
+    if (it->second != value)
       throw Error("--set " + key + ": the experiment in " + expdir.string() +
-                  " was started with '" + it->second + "', now '" + trim(override_.value) +
+                  " was started with '" + it->second + "', now '" + value +
                   "'; a resumed run cannot change the recipe; start a new --expdir");
   }
 }
