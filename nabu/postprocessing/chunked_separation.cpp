@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include <spdlog/spdlog.h>
@@ -47,22 +49,71 @@ ChunkedSeparation::ChunkedSeparation(ChunkSeparator separate, int speakers, int6
     : separate_(std::move(separate)), sample_rate_(sample_rate), sink_(std::move(sink)),
       speakers_(speakers) {
   frame_ = frame_length;
+  check_chunk_options(options, frame_length, sample_rate);
   if (options.chunk_seconds <= 0) {
     chunk_ = std::numeric_limits<int64_t>::max() / 4;
     hop_ = chunk_;
     return;
   }
   chunk_ = static_cast<int64_t>(std::llround(options.chunk_seconds * sample_rate));
-  int64_t overlap = static_cast<int64_t>(std::llround(options.overlap_seconds * sample_rate));
-  if (overlap < 2 * frame_)
-    throw Error("--overlap-seconds=" + fmt::format("{}", options.overlap_seconds) +
-                " is shorter than two analysis frames (" +
-                fmt::format("{:.3f}", 2.0 * frame_ / sample_rate) + " s)");
-  if (2 * overlap > chunk_)
-    throw Error("--overlap-seconds=" + fmt::format("{}", options.overlap_seconds) +
-                " is more than half of --chunk-seconds=" +
-                fmt::format("{}", options.chunk_seconds));
-  hop_ = chunk_ - overlap;
+  hop_ = chunk_ - static_cast<int64_t>(std::llround(options.overlap_seconds * sample_rate));
+}
+
+void check_chunk_options(const ChunkOptions& options, int64_t frame_length, int sample_rate) {
+  if (options.chunk_seconds < 0)
+    throw Error(fmt::format("--chunk-seconds={} must not be negative", options.chunk_seconds));
+  if (options.chunk_seconds == 0) return;  // the whole signal at once: no overlap
+  if (options.overlap_seconds < 0)
+    throw Error(fmt::format("--overlap-seconds={} must not be negative", options.overlap_seconds));
+  const int64_t chunk = std::llround(options.chunk_seconds * sample_rate);
+  const int64_t overlap = std::llround(options.overlap_seconds * sample_rate);
+  if (overlap < 2 * frame_length)
+    throw Error(fmt::format("--overlap-seconds={} is shorter than two analysis frames ({:.3f} s)",
+                            options.overlap_seconds, 2.0 * frame_length / sample_rate));
+  if (2 * overlap > chunk)
+    throw Error(fmt::format("--overlap-seconds={} is more than half of --chunk-seconds={}",
+                            options.overlap_seconds, options.chunk_seconds));
+}
+
+int check_file_separation_options(TaskSeparation& task, const FileSeparationOptions& options) {
+  if (options.model_rate < 0)
+    throw Error(fmt::format("--model-rate={} must not be negative", options.model_rate));
+  int model_rate = options.model_rate;
+  // --model-rate stands in for the rate of the model's training data where the recipe's data
+  // lists cannot be read; a model runs only at the rate it was trained at (its frames and FFT
+  // are sized for it), so a rate that disagrees with the data is refused here, not per file.
+  int trained = 0;
+  try {
+    trained = task.model_sample_rate();
+  } catch (const Error&) {
+    if (model_rate == 0) throw;
+  }
+  if (model_rate > 0 && trained > 0 && model_rate != trained)
+    throw Error(fmt::format("--model-rate={}: the model was trained on {} Hz data (its recipe's "
+                            "data lists); leave --model-rate out: inputs of any rate are "
+                            "resampled to the model's",
+                            model_rate, trained));
+  if (model_rate == 0) model_rate = trained;
+  check_chunk_options(options.chunks, task.frame_length(model_rate), model_rate);
+  return model_rate;
+}
+
+std::vector<std::string> output_names(const std::vector<std::filesystem::path>& inputs) {
+  std::map<std::string, int> stems;
+  for (const auto& input : inputs) ++stems[input.stem().string()];
+  std::vector<std::string> names;
+  std::map<std::string, std::size_t> first_with;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::string stem = inputs[i].stem().string();
+    names.push_back(stems[stem] > 1 ? inputs[i].filename().string() : stem);
+    auto [at, fresh] = first_with.emplace(names.back(), i);
+    if (!fresh)
+      throw Error(inputs[at->second].string() + " and " + inputs[i].string() +
+                  " would both be separated into " + names.back() +
+                  "_s<k>.wav: give each file once, and files of one name in separate calls "
+                  "with their own --out");
+  }
+  return names;
 }
 
 void ChunkedSeparation::push(const std::vector<double>& samples) {
@@ -171,9 +222,20 @@ torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samp
 }
 
 FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::path& input,
-                                   const std::filesystem::path& out_dir,
+                                   const std::filesystem::path& out_dir, const std::string& name,
                                    const FileSeparationOptions& options) {
   auto started = Clock::now();
+  // Between blocks: an interrupt unwinds, and the writers' destructors remove their temporaries.
+  auto stop_if_interrupted = [&] {
+    if (int signal_number = options.interrupted ? options.interrupted() : 0)
+      throw SeparationInterrupted(
+          input.string() + ": interrupted by " +
+              (signal_number == SIGINT    ? std::string("SIGINT")
+               : signal_number == SIGTERM ? std::string("SIGTERM")
+                                          : "signal " + std::to_string(signal_number)) +
+              "; its outputs were not written",
+          signal_number);
+  };
   AudioReader reader(input, options.channel);
   FileSeparationReport report;
   report.input_rate = reader.sample_rate();
@@ -193,17 +255,18 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   {
     AudioReader scan(input, options.channel);
     double peak = 0;
-    for (auto block = scan.read(1 << 16); !block.empty(); block = scan.read(1 << 16))
+    for (auto block = scan.read(1 << 16); !block.empty(); block = scan.read(1 << 16)) {
+      stop_if_interrupted();
       for (double value : block) peak = std::max(peak, std::fabs(value));
+    }
     if (peak == 0) throw DataError(input.string() + ": silent (every sample is zero)");
   }
 
   const int speakers = task.num_speakers();
-  const std::string stem = input.stem().string();
   std::vector<std::unique_ptr<AudioWriter>> writers;
   std::vector<std::unique_ptr<Resampler>> to_output;
   for (int s = 0; s < speakers; ++s) {
-    report.outputs.push_back(out_dir / (stem + "_s" + std::to_string(s + 1) + ".wav"));
+    report.outputs.push_back(out_dir / (name + "_s" + std::to_string(s + 1) + ".wav"));
     writers.push_back(std::make_unique<AudioWriter>(report.outputs.back(), report.output_rate));
     to_output.push_back(std::make_unique<Resampler>(model_rate, report.output_rate));
   }
@@ -226,6 +289,7 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   auto last_report = started;
   const int64_t block = reader.sample_rate();  // one second per read
   while (true) {
+    stop_if_interrupted();
     auto samples = reader.read(block);
     if (samples.empty()) break;
     chunked.push(to_model.process(samples));
@@ -240,6 +304,7 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   }
   chunked.push(to_model.flush());
   chunked.finish();
+  stop_if_interrupted();
   for (int s = 0; s < speakers; ++s) {
     write(s, to_output[s]->flush());
     if (target >= 0 && writers[s]->written() < target)

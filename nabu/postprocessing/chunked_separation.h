@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct ChunkOptions {
   double chunk_seconds = 8.0;    // 0: one chunk, the whole signal
   double overlap_seconds = 1.0;  // at most half a chunk
 };
+
+// Throws Error naming the flags (--chunk-seconds, --overlap-seconds) for chunk settings that
+// cannot work: negative values, an overlap of less than two analysis frames or of more than half
+// a chunk.
+void check_chunk_options(const ChunkOptions& options, int64_t frame_length, int sample_rate);
 
 class ChunkedSeparation {
  public:
@@ -70,20 +76,43 @@ struct FileSeparationOptions {
   bool keep_model_rate = false;  // write at the model's rate instead of the input's
   int model_rate = 0;           // 0: the rate of the data the model was trained on
   double progress_every_seconds = 10.0;
+  // Polled between blocks: when it returns a signal number, separate_file stops, removes the
+  // outputs it was writing and throws SeparationInterrupted (`nabu separate` on SIGINT/SIGTERM).
+  std::function<int()> interrupted;
 };
 
+// Thrown by separate_file when `interrupted` fired: not an Error, so the files after it are not
+// tried.
+struct SeparationInterrupted : std::runtime_error {
+  SeparationInterrupted(const std::string& what, int signal_number)
+      : std::runtime_error(what), signal_number(signal_number) {}
+  int signal_number;
+};
+
+// The checks of `options` that depend on no input, done once before any file: --model-rate
+// against the rate of the data the model was trained on (when the recipe's data can be read),
+// and the chunk settings. Returns the rate the model runs at. Throws Error naming the flag.
+int check_file_separation_options(TaskSeparation& task, const FileSeparationOptions& options);
+
+// The output name of each input of one call: its stem ("mix" for a/mix.wav), or its file name
+// ("mix.ogg") when another input of the call has the same stem, so that no output overwrites
+// another. Throws Error naming both inputs when two names still collide (the same file name in
+// two folders, or a file given twice).
+std::vector<std::string> output_names(const std::vector<std::filesystem::path>& inputs);
+
 struct FileSeparationReport {
-  std::vector<std::filesystem::path> outputs;  // <out>/<stem>_s<k>.wav
+  std::vector<std::filesystem::path> outputs;  // <out>/<name>_s<k>.wav
   double audio_seconds = 0, wall_seconds = 0;
   int input_rate = 0, output_rate = 0, channels = 0;
 };
 
-// Separates one audio file of any rate, channel count and length into <out_dir>/<stem>_s<k>.wav
-// (32-bit float, at the input's level: the outputs sum to about the input). Throws DataError
-// naming the file for a file that cannot be read, is empty, silent, shorter than one analysis
-// frame or holds NaN samples; no output file is left behind then.
+// Separates one audio file of any rate, channel count and length into <out_dir>/<name>_s<k>.wav
+// (32-bit float, at the input's level: the outputs sum to about the input; `name` as
+// output_names gives it). Throws DataError naming the file for a file that cannot be read, is
+// empty, silent, shorter than one analysis frame or holds NaN samples; no output file is left
+// behind then, nor when it is interrupted.
 FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::path& input,
-                                   const std::filesystem::path& out_dir,
+                                   const std::filesystem::path& out_dir, const std::string& name,
                                    const FileSeparationOptions& options);
 
 }  // namespace nabu

@@ -1,11 +1,16 @@
 // `nabu separate` on recordings: reading any channel count and rate, resampling, chunked
 // separation with speakers kept on their outputs, and the command on good and bad files.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sndfile.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "nabu/core/error.h"
@@ -58,7 +63,146 @@ struct OracleChunks {
   }
 };
 
+// A mono file of `format` (libsndfile's SF_FORMAT_*) holding `samples` (int16 scale).
+void write_mono(const fs::path& path, int format, const std::vector<double>& samples, int rate) {
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = 1;
+  info.format = format;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  ASSERT_NE(file, nullptr) << path << ": " << sf_strerror(nullptr);
+  std::vector<double> scaled;
+  for (double value : samples) scaled.push_back(value / 32768.0);
+  sf_writef_double(file, scaled.data(), static_cast<sf_count_t>(scaled.size()));
+  sf_close(file);
+}
+
+std::set<std::string> files_in(const fs::path& folder) {
+  std::set<std::string> names;
+  if (fs::is_directory(folder))
+    for (const auto& entry : fs::directory_iterator(folder))
+      names.insert(entry.path().filename().string());
+  return names;
+}
+
+bool any_temporary(const fs::path& folder) {
+  for (const auto& name : files_in(folder))
+    if (name.find(".tmp.") != std::string::npos) return true;
+  return false;
+}
+
+// The lines of `output` that contain `text`.
+int lines_with(const std::string& output, const std::string& text) {
+  int count = 0;
+  std::size_t start = 0;
+  while (start < output.size()) {
+    std::size_t end = output.find('\n', start);
+    if (end == std::string::npos) end = output.size();
+    count += output.substr(start, end - start).find(text) != std::string::npos;
+    start = end + 1;
+  }
+  return count;
+}
+
+// `nabu separate` with a trained tiny model (exp_sep) on the fixture corpus.
+class SeparateCommand : public TrainingRun {
+ protected:
+  void SetUp() override {
+    TrainingRun::SetUp();
+    auto trained =
+        train("exp_sep", "--max-steps=1 --set trainer.cfg:trainer:valid_frequency=1000");
+    ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  }
+  CommandResult separate(const std::string& args) {
+    return run_nabu("separate --expdir=exp_sep --threads=1 " + args, dir_.path());
+  }
+  // The fixture's first test mixture (int16 scale, 8 kHz).
+  std::vector<double> mixture() {
+    auto audio = read_audio((dir_ / "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav").string());
+    auto flat = audio.samples.contiguous();
+    return std::vector<double>(flat.data_ptr<double>(), flat.data_ptr<double>() + flat.numel());
+  }
+};
+
 }  // namespace
+
+TEST(SeparateOutputNames, InputsOfOneStemKeepTheirExtensionAndCollisionsAreRefused) {
+  EXPECT_EQ(output_names({"a/meeting.wav", "interview.flac"}),
+            (std::vector<std::string>{"meeting", "interview"}));
+  EXPECT_EQ(output_names({"mix.ogg", "x/mix.flac", "mix.aiff", "other.wav"}),
+            (std::vector<std::string>{"mix.ogg", "mix.flac", "mix.aiff", "other"}));
+  std::string twice = error_of([] { output_names({"a/mix.wav", "b/mix.wav"}); });
+  EXPECT_NE(twice.find("a/mix.wav and b/mix.wav would both be separated into mix.wav_s<k>.wav"),
+            std::string::npos)
+      << twice;
+  EXPECT_NE(error_of([] { output_names({"mix.wav", "mix.wav"}); }), "");
+}
+
+TEST_F(SeparateCommand, ThreeInputsOfOneStemGiveThreeTimesTheSpeakersDistinctFiles) {
+  auto samples = mixture();
+  write_mono(dir_ / "mix.ogg", SF_FORMAT_OGG | SF_FORMAT_VORBIS, samples, 8000);
+  write_mono(dir_ / "mix.flac", SF_FORMAT_FLAC | SF_FORMAT_PCM_16, samples, 8000);
+  write_mono(dir_ / "mix.aiff", SF_FORMAT_AIFF | SF_FORMAT_PCM_16, samples, 8000);
+  auto result = separate("--out=o mix.ogg mix.flac mix.aiff");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(files_in(dir_ / "o"),
+            (std::set<std::string>{"mix.ogg_s1.wav", "mix.ogg_s2.wav", "mix.flac_s1.wav",
+                                   "mix.flac_s2.wav", "mix.aiff_s1.wav", "mix.aiff_s2.wav"}));
+  // One input keeps the plain stem.
+  auto single = separate("--out=single mix.flac");
+  ASSERT_EQ(single.exit_code, 0) << single.output;
+  EXPECT_EQ(files_in(dir_ / "single"), (std::set<std::string>{"mix_s1.wav", "mix_s2.wav"}));
+}
+
+// Flags that cannot work are one line naming the flag before any file, not a failure per file.
+TEST_F(SeparateCommand, OptionErrorsAreOneLineBeforeAnyFile) {
+  write_mono(dir_ / "a.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, mixture(), 8000);
+  write_mono(dir_ / "b.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, mixture(), 8000);
+  for (const auto& [flags, named] : std::vector<std::pair<std::string, std::string>>{
+           {"--chunk-seconds=2 --overlap-seconds=2", "--overlap-seconds=2"},
+           {"--chunk-seconds=2 --overlap-seconds=-1", "--overlap-seconds=-1"},
+           {"--chunk-seconds=-1", "--chunk-seconds=-1"},
+           {"--model-rate=16000", "--model-rate=16000"}}) {
+    auto result = separate("--out=out " + flags + " a.wav b.wav");
+    EXPECT_EQ(result.exit_code, 1) << flags << "\n" << result.output;
+    EXPECT_EQ(lines_with(result.output, "error:"), 1) << flags << "\n" << result.output;
+    EXPECT_EQ(lines_with(result.output, named), 1) << flags << "\n" << result.output;
+    EXPECT_EQ(result.output.find("file(s) failed"), std::string::npos) << result.output;
+    EXPECT_EQ(result.output.find("overlap_add_inverse"), std::string::npos) << result.output;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << flags;
+  }
+  // The rate the model was trained at is accepted.
+  auto same = separate("--out=out --model-rate=8000 a.wav");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+}
+
+// SIGINT while a long input is written: the file before it is complete, the interrupted one
+// leaves no temporary, and the process ends by the signal.
+TEST_F(SeparateCommand, InterruptLeavesNoTemporaryFiles) {
+  write_mono(dir_ / "short.wav", SF_FORMAT_WAV | SF_FORMAT_PCM_16, mixture(), 8000);
+  nabu::testing::write_noise_wav(dir_ / "long.wav", 8000 * 1200, 7);  // 20 minutes
+  pid_t pid = spawn_nabu("separate --expdir=exp_sep --threads=1 --out=out short.wav long.wav",
+                         dir_.path(), dir_ / "separate.log");
+  // Until the long input's outputs are being written.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool writing = false;
+  while (!writing && std::chrono::steady_clock::now() < deadline) {
+    for (const auto& name : files_in(dir_ / "out"))
+      writing = writing || name.rfind("long_s1.wav.tmp.", 0) == 0;
+    if (!writing) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(writing) << read_text(dir_ / "separate.log");
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string log = read_text(dir_ / "separate.log");
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << log;
+  EXPECT_FALSE(any_temporary(dir_ / "out")) << log;
+  EXPECT_EQ(files_in(dir_ / "out"), (std::set<std::string>{"short_s1.wav", "short_s2.wav"}))
+      << log;
+  EXPECT_NE(log.find("long.wav: interrupted by SIGINT"), std::string::npos) << log;
+}
 
 TEST(ChunkedSeparation, KeepsEachSpeakerOnItsOutputAcrossChunksAndEveryPushedSample) {
   const int rate = 8000;
