@@ -1,5 +1,11 @@
 #include "nabu/postprocessing/test_run.h"
 
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -88,6 +94,22 @@ torch::Tensor separate_in_chunks(TaskSeparation& task, const Separation& whole,
   return signals / peaks;
 }
 
+// The temporary siblings of `folder` ("<folder>.tmp.<pid>.<n>", "<folder>.old.tmp.<pid>.<n>")
+// that a killed run left: those of processes that are gone (a concurrent run keeps its own).
+void remove_abandoned_stagings(const fs::path& folder) {
+  std::error_code ec;
+  const std::string name = folder.filename().string();
+  for (const auto& entry : fs::directory_iterator(folder.parent_path(), ec)) {
+    const std::string sibling = entry.path().filename().string();
+    for (const std::string& prefix : {name + ".tmp.", name + ".old.tmp."}) {
+      if (sibling.rfind(prefix, 0) != 0) continue;
+      const long pid = std::strtol(sibling.c_str() + prefix.size(), nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        fs::remove_all(entry.path(), ec);
+    }
+  }
+}
+
 }  // namespace
 
 std::string unsupported_output_handling(const ConfigSection& task) {
@@ -98,20 +120,32 @@ std::string unsupported_output_handling(const ConfigSection& task) {
          "task out of [evaluator] tasks, e.g. --set 'test_evaluator.cfg:evaluator:tasks=...'";
 }
 
+std::string test_folder_name(const TestRunOptions& options) {
+  return std::string("test") + (options.model == "avg" ? "_avg" : "") +
+         (options.chunk_seconds > 0 ? fmt::format("_chunks_{}s", options.chunk_seconds)
+                                    : std::string()) +
+         (options.max_utterances >= 0 ? fmt::format("_first{}", options.max_utterances)
+                                      : std::string());
+}
+
 void run_test(const Recipe& recipe, const fs::path& expdir,
                        const TestRunOptions& options) {
-  fs::path testdir = expdir / (std::string("test") + (options.model == "avg" ? "_avg" : "") +
-                               (options.chunk_seconds > 0
-                                    ? fmt::format("_chunks_{}s", options.chunk_seconds)
-                                    : std::string()));
-  ensure_directory(testdir);
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   const ConfigSection& evaluator = test_cfg.section("evaluator");
   std::vector<std::string> tasks = options.task.empty()
                                        ? evaluator.get_list("tasks")
                                        : std::vector<std::string>{options.task};
   std::string segment = evaluator.get_string("segment_length", "full");
+  // The model is found before any folder is made: a missing one leaves nothing behind.
   Separator separator(recipe, expdir, segment, options.allow_early_testing, options.model);
+  // The results are written into a temporary sibling that replaces the folder at the end, so
+  // the folder holds one run's results only (no wavs of an earlier run with other options), and
+  // an interrupted or failed run leaves the previous results as they were.
+  const fs::path final_testdir = expdir / test_folder_name(options);
+  remove_abandoned_stagings(final_testdir);
+  AtomicPath staged(final_testdir);
+  const fs::path testdir = staged.temporary();
+  ensure_directory(testdir);
   nlohmann::json losses = nlohmann::json::object();
   for (const auto& task : tasks) {
     if (!test_cfg.has_section(task))
@@ -132,6 +166,7 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     auto run = separator.task(task);
     ScoringData scoring = make_scoring(recipe, task);
     fs::path wav_dir = testdir / "reconstructions" / task;
+    const fs::path final_wav_dir = final_testdir / "reconstructions" / task;
     std::string pointers;
     int64_t done = 0;
     auto loss = run->evaluate(options.max_utterances, [&](const Separation& whole) {
@@ -139,9 +174,9 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
       if (options.chunk_seconds > 0) separation.signals = separate_in_chunks(*run, whole, options);
       std::vector<std::string> paths;
       for (int64_t s = 0; s < separation.signals.size(0); ++s) {
-        fs::path path = wav_dir / ("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
-        write_audio(path.string(), separation.signals[s], separation.sample_rate);
-        paths.push_back(path.string());
+        fs::path relative = fs::path("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
+        write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
+        paths.push_back((final_wav_dir / relative).string());
       }
       pointers += separation.utterance + " " + join(paths, " ") + "\n";
       score(scoring, separation);
@@ -151,7 +186,7 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     losses[task] = loss.value();
     write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
     spdlog::info("task {}: test loss {:.6g} over {} utterances; {} reconstructed into {}", task,
-                 loss.value(), loss.examples, done, wav_dir.string());
+                 loss.value(), loss.examples, done, final_wav_dir.string());
     for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
       const auto& type = scoring.scorers[i]->type();
       write_json(testdir / ("results_" + task + "_" + type + "_complete.json"),
@@ -162,7 +197,14 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     }
   }
   write_json(testdir / "test_losses.json", losses);
-  spdlog::info("test results in {}", testdir.string());
+  // The previous results move aside (removed when `previous` dies), the new ones into place.
+  std::optional<AtomicPath> previous;
+  if (fs::exists(final_testdir)) {
+    previous.emplace(final_testdir.string() + ".old");
+    rename_replace(final_testdir, previous->temporary());
+  }
+  staged.commit();
+  spdlog::info("test results in {}", final_testdir.string());
 }
 
 }  // namespace nabu

@@ -17,7 +17,9 @@ struct TestRunOptions {
   std::string task;                // only this task (default: [evaluator] tasks)
   bool allow_early_testing = false;  // the latest validated checkpoint of a running training
   std::string model = "final";       // "avg": model_avg.pt (average_checkpoints)
-  int64_t max_utterances = -1;     // reconstructed and scored per task at most (-1 = all)
+  // Reconstructed and scored per task at most (-1 = all); a subset's results go to
+  // <expdir>/test_first<N>/ (after the other suffixes), never over the full results.
+  int64_t max_utterances = -1;
   // > 0: each test mixture is separated from its audio in chunks of this length, as `nabu
   // separate` does with long recordings (to measure what chunking costs), with the results in
   // <expdir>/test_chunks_<S>s/ (test_avg_chunks_<S>s/ with model avg) instead of <expdir>/test/; 0: whole utterances.
@@ -31,6 +33,11 @@ struct TestRunOptions {
 // original's speaker_verification is not built), naming file:line; empty when it is supported.
 std::string unsupported_output_handling(const ConfigSection& task);
 
+// The results folder of `options` under the experiment: test, then _avg, _chunks_<S>s and
+// _first<N> as --model=avg, --chunk-seconds and --max-utterances ask.
+std::string test_folder_name(const TestRunOptions& options);
+
+// Writes into a temporary sibling that replaces <expdir>/<test_folder_name> when the run is done.
 void run_test(const Recipe& recipe, const std::filesystem::path& expdir,
                        const TestRunOptions& options);
 

@@ -21,7 +21,8 @@ int cmd_test(const std::vector<std::string>& args) {
       ("allow_early_testing", po::value(&early)->implicit_value("True"),
        "test the latest validated model of a training that has not finished")
       ("max-utterances", po::value(&options.max_utterances)->default_value(-1),
-       "reconstruct and score at most this many utterances per task (-1 = all)")
+       "reconstruct and score at most this many utterances per task (-1 = all; results in\n"
+       "<expdir>/test_first<N>/, apart from the full ones)")
       ("model", po::value(&options.model)->default_value("final"),
        "final: each stage's model.pt; avg: model_avg.pt, the average of the best validated\n"
        "models (trainer.cfg average_checkpoints = N; results in <expdir>/test_avg/)")
@@ -35,7 +36,7 @@ int cmd_test(const std::vector<std::string>& args) {
           "Tests a trained experiment: for every task of test_evaluator.cfg, the test loss, the\n"
           "separated signals (reconstructor.cfg) written as wavs and their scores (scorer.cfg)\n"
           "written as results JSON, all in <expdir>/test/. Uses the recipe copy in --expdir\n"
-          "unless --recipe is given.\n\n"
+          "unless --recipe is given. A run replaces its results folder when it is done.\n\n"
           "Example: nabu test --expdir=exp/dc",
           args, description))
     return 0;

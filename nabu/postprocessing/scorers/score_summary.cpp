@@ -159,9 +159,11 @@ nlohmann::json ScoreSummary::summary_json() const {
     for (const auto& scenario : Scorer::scenarios())
       for (const auto& group : groups) {
         auto values = utterance_means(metric, scenario, group);
+        // The count says what the statistics are over (a --max-utterances subset, a group).
         summary[metric][scenario][group] = {{"mean", number(mean_of(values))},
                                             {"std", number(std_of(values))},
-                                            {"median", number(median_of(values))}};
+                                            {"median", number(median_of(values))},
+                                            {"utterances", values.size()}};
       }
   return summary;
 }
