@@ -25,6 +25,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The shipped recipes read lists that tools/ generate (data/README.md): a missing one under
+// data/corpus or data/recorded names the tool that makes it.
+std::string generation_hint(const std::string& file) {
+  std::vector<std::string> parts;
+  for (const auto& part : fs::path(file).lexically_normal()) parts.push_back(part.string());
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] != "data") continue;
+    if (parts[i + 1] == "recorded")
+      return " (generate the recorded test set first: tools/make_recorded_eval_set)";
+    if (parts[i + 1] != "corpus") continue;
+    bool babble = i + 2 < parts.size() && parts[i + 2].find("_babble") != std::string::npos;
+    return babble ? " (generate the corpus first: tools/make_toy_corpus, then "
+                    "tools/make_noisy_corpus)"
+                  : " (generate the corpus first: tools/make_toy_corpus)";
+  }
+  return "";
+}
+
 class RecipeChecker {
  public:
   RecipeChecker(const fs::path& dir, const std::vector<ConfigOverride>& overrides,
@@ -79,7 +97,8 @@ class RecipeChecker {
         auto options = read_database_section(section, *database_);
         for (const auto& file : options.datafiles)
           if (!fs::exists(file))
-            problem(section.where("datafiles") + ": '" + file + "' does not exist");
+            problem(section.where("datafiles") + ": '" + file + "' does not exist" +
+                    generation_hint(file));
         // Documentation in the original, which never reads it: a warning, not a problem.
         for (const auto& dependency : options.dependency_names())
           if (!database_->has_section(dependency))

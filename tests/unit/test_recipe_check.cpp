@@ -177,3 +177,33 @@ TEST(RecipeCheck, AMissingAlphabetFileIsAProblemWithItsLine) {
                        ""))
       << joined(report.problems);
 }
+
+// On a fresh checkout the generated data is missing: each missing list names the tool that makes
+// it (data/README.md).
+TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
+  TempDir fresh;  // the current folder, with no data/ under it
+  auto check = [&](const std::string& recipe) {
+    return run_nabu("check --recipe=" + (source_dir() / "recipes" / recipe).string(),
+                    fresh.path());
+  };
+  auto dc = check("SS/DBLSTM/toy_DC_2spk");
+  EXPECT_EQ(dc.exit_code, 1) << dc.output;
+  EXPECT_NE(dc.output.find("tt/mix_wav.scp' does not exist (generate the corpus first: "
+                           "tools/make_toy_corpus)"),
+            std::string::npos)
+      << dc.output;
+  EXPECT_NE(dc.output.find("' does not exist (generate the recorded test set first: "
+                           "tools/make_recorded_eval_set)"),
+            std::string::npos)
+      << dc.output;
+  auto babble = check("SS/DBLSTM/toy_PIT_2spk_babble_linkedsets");
+  EXPECT_NE(babble.output.find("(generate the corpus first: tools/make_toy_corpus, then "
+                               "tools/make_noisy_corpus)"),
+            std::string::npos)
+      << babble.output;
+  auto asr = check("ASR/toy_CTC_phones");
+  EXPECT_NE(asr.output.find("sources/tr_wav.scp' does not exist (generate the corpus first: "
+                            "tools/make_toy_corpus)"),
+            std::string::npos)
+      << asr.output;
+}
