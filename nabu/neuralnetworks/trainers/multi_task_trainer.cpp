@@ -390,12 +390,14 @@ StageResult MultiTaskTrainer::run() {
     spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, step_, num_steps_,
                  finished ? " (stage already finished)" : "");
   }
-  spdlog::info("[{}] training {} task(s) for {} steps: batch {} x {} minibatch(es), lr {} decay {}",
-               stage_.segment_length, tasks_.size(), num_steps_, stage_.batch_size,
-               stage_.numbatches_to_aggregate, stage_.initial_learning_rate,
+  int64_t limit = stage_.max_steps >= 0 ? std::min(num_steps_, stage_.max_steps) : num_steps_;
+  spdlog::info("[{}] training {} task(s) for {} steps{}: batch {} x {} minibatch(es), lr {} "
+               "decay {}",
+               stage_.segment_length, tasks_.size(), limit,
+               limit < num_steps_ ? fmt::format(" (of {} for the epochs)", num_steps_) : "",
+               stage_.batch_size, stage_.numbatches_to_aggregate, stage_.initial_learning_rate,
                stage_.learning_rate_decay);
 
-  int64_t limit = stage_.max_steps >= 0 ? std::min(num_steps_, stage_.max_steps) : num_steps_;
   progress_->start(step_, limit);
   checkpoint_clock_ = now_seconds();
   // The stage keeps its best validated model, so updates after the last validation would be

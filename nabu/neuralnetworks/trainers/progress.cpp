@@ -47,8 +47,9 @@ void TrainingProgress::step(const Step& step) {
   if (step.task_losses.size() > 1)
     for (const auto& [name, value] : step.task_losses)
       tasks_text += fmt::format(" {} {:.4g}", name, value);
+  // Out of the steps this run really takes (a --max-steps cap), not the stage's epoch total.
   spdlog::info("[{}] step {}/{} loss {:.5g}{} lr {:.3g} {:.2f} s/step {:.1f} ex/s ETA {}", stage_,
-               step.step, num_steps_, step.loss, tasks_text, step.learning_rate, per_step,
+               step.step, limit_, step.loss, tasks_text, step.learning_rate, per_step,
                step.examples / std::max(step.seconds, 1e-9),
                format_duration(per_step * (limit_ - step.step)));
 }

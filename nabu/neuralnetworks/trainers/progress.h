@@ -32,7 +32,8 @@ class TrainingProgress {
   TrainingProgress(std::string stage, int64_t num_steps, int progress_every,
                    const std::filesystem::path& metrics_path);
   bool enabled() const { return metrics_ != nullptr; }
-  // The first update of this run (after a resume: the step it resumed at) and the last one.
+  // The first update of this run (after a resume: the step it resumed at) and the last one
+  // (the epoch total or a max_steps cap): progress lines count and estimate up to `limit`.
   void start(int64_t first_step, int64_t limit);
   void step(const Step& step);
   // A validation line and record; `record` gets "type" and "stage" added.

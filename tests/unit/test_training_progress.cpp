@@ -1,0 +1,59 @@
+// The progress line a stage prints (neuralnetworks/trainers/progress.h): it counts and estimates
+// up to the steps the run really takes, a max_steps cap included, not the epochs' total.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <sstream>
+
+#include "nabu/neuralnetworks/trainers/progress.h"
+#include "test_helpers.h"
+
+using namespace nabu;
+using namespace nabu::testing;
+
+namespace {
+
+// The lines the default logger prints while `action` runs.
+std::string logged(const std::function<void()>& action) {
+  std::ostringstream out;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+  sink->set_pattern("%v");
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.push_back(sink);
+  action();
+  sinks.pop_back();
+  return out.str();
+}
+
+TrainingProgress::Step step_number(int64_t step) {
+  TrainingProgress::Step report;
+  report.step = step;
+  report.loss = 1.5;
+  report.seconds = 0.1;
+  report.examples = 4;
+  return report;
+}
+
+}  // namespace
+
+TEST(TrainingProgress, CountsUpToTheMaxStepsCapNotTheEpochTotal) {
+  TempDir dir;
+  // 100 epochs would be 73118 updates; --max-steps=3 stops the stage after 3.
+  TrainingProgress progress("100", 73118, 1, dir / "metrics.jsonl");
+  progress.start(0, 3);
+  std::string lines = logged([&] {
+    for (int64_t step = 1; step <= 3; ++step) progress.step(step_number(step));
+  });
+  EXPECT_NE(lines.find("[100] step 1/3 "), std::string::npos) << lines;
+  EXPECT_NE(lines.find("[100] step 3/3 "), std::string::npos) << lines;
+  EXPECT_EQ(lines.find("73118"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("ETA 0s"), std::string::npos) << lines;  // at the last step
+
+  // Resumed at step 10 of an uncapped stage of 20: the ETA is for the 10 steps left.
+  TrainingProgress uncapped("full", 20, 1, dir / "metrics_full.jsonl");
+  uncapped.start(10, 20);
+  lines = logged([&] { uncapped.step(step_number(11)); });
+  EXPECT_NE(lines.find("[full] step 11/20 "), std::string::npos) << lines;
+}
