@@ -484,19 +484,3 @@ TEST_F(TrainingRun, InitFileLoadsMatchingParametersReportsTheRestAndFrozenOnesSt
     EXPECT_FALSE(torch::equal(trained.at(names[0]), model.at(names[0]))) << stage;
   }
 }
-
-// plot_metrics reads trainer.cfg as nabu does (docs/ini_semantics.md): a repeated key or section
-// (the last value wins) and a UTF-8 byte order mark, where Python 3's strict parser stops.
-TEST(PlotMetrics, ReadsATrainerCfgWithRepeatsAndAByteOrderMark) {
-  TempDir dir;
-  write_text(dir / "exp/trainer.cfg", "\xEF\xBB\xBF[trainer]\nsegment_lengths = full\n"
-                                      "segment_lengths = 100 full ; the stages\n[trainer]\nx = 1\n");
-  for (const std::string stage : {"100", "full"})
-    write_text(dir / ("exp/" + stage + "/metrics.jsonl"),
-               "{\"type\": \"train\", \"step\": 1, \"loss\": 2.0, \"lr\": 0.001}\n"
-               "{\"type\": \"validation\", \"step\": 1, \"loss\": 1.5}\n");
-  auto plotted =
-      run_shell(source_dir().string() + "/tools/plot_metrics exp --out curves.png", dir.path());
-  EXPECT_EQ(plotted.exit_code, 0) << plotted.output;
-  EXPECT_TRUE(fs::exists(dir / "curves.png"));
-}
