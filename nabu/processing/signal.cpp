@@ -1,5 +1,6 @@
 #include "nabu/processing/signal.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "nabu/core/error.h"
@@ -68,7 +69,7 @@ torch::Tensor frames_spectrum(const torch::Tensor& frames, int nfft) {
 }
 
 torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSettings& settings,
-                                  int64_t signal_length) {
+                                  int64_t signal_length, double edge_floor) {
   int64_t frame_length = settings.frame_length(), step = settings.frame_step();
   int64_t frames = spectrum.size(0);
   // The original asserts that the inverse FFT gives whole frames (nfft == frame length); longer
@@ -76,20 +77,28 @@ torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSett
   if (settings.nfft < frame_length)
     throw Error("overlap_add_inverse: nfft (" + std::to_string(settings.nfft) +
                 ") is shorter than the frame length (" + std::to_string(frame_length) + ")");
+  auto window = make_window(settings.winfunc, frame_length);
+  // Weighted overlap-add: every inverse frame is windowed again and the sum divided by the sum
+  // of the squared windows, the least-squares inverse of the analysis (docs/postprocessing.md).
   auto time_frames = torch::fft::irfft(spectrum, settings.nfft, -1)
                          .slice(1, 0, frame_length)
-                         .to(torch::kFloat64);  // [T, frame_length]
+                         .to(torch::kFloat64) *
+                     window;  // [T, frame_length]
   int64_t total = (frames - 1) * step + frame_length;
-  auto window = make_window(settings.winfunc, frame_length);
   // Overlap-add of frames and of windows through index_add (one kernel, no Python-style loop).
   auto positions = (torch::arange(frames, torch::kLong) * step).unsqueeze(1) +
                    torch::arange(frame_length, torch::kLong).unsqueeze(0);
   auto flat_positions = positions.reshape({-1});
   auto signal = torch::zeros({total}, torch::kFloat64)
                     .index_add_(0, flat_positions, time_frames.reshape({-1}));
-  auto window_sum = torch::zeros({total}, torch::kFloat64)
-                        .index_add_(0, flat_positions, window.repeat({frames}));
-  signal = signal / (window_sum + 1e-15);
+  auto window_power = torch::zeros({total}, torch::kFloat64)
+                          .index_add_(0, flat_positions, window.square().repeat({frames}));
+  // At the first and last samples only the tails of one or two windows are left, and dividing
+  // by their tiny sum turned whatever a mask leaves at a frame's edge into a click (up to 160x
+  // with the cosine window). The divisor is floored at a fraction of its largest value, so the
+  // signal fades in and out over those few samples instead.
+  auto floor = edge_floor * window_power.max().item<double>();
+  signal = signal / window_power.clamp_min(std::max(floor, 1e-15));
   // sigproc.deframesig: a signal length <= 0 means "unknown", keep every sample.
   if (signal_length <= 0) signal_length = total;
   return signal.slice(0, 0, std::min(signal_length, total));

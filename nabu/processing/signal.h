@@ -46,10 +46,13 @@ torch::Tensor frame_signal(const torch::Tensor& signal, const FrameSettings& set
 // nfft are truncated, shorter ones zero-padded).
 torch::Tensor frames_spectrum(const torch::Tensor& frames, int nfft);
 
-// Inverse of the analysis above (the original's spec2time): irfft of every frame (frame_length
-// samples), overlap-add at frame_step, divided by the sum of the analysis windows (+1e-15),
-// truncated to `signal_length` samples. No final normalisation.
+// Inverse of the analysis above by weighted overlap-add (docs/postprocessing.md): irfft of every
+// frame (frame_length samples), windowed again, overlap-added at frame_step, divided by the sum of
+// the squared windows floored at `edge_floor` (kEdgeFloor) of its largest value, truncated to
+// `signal_length` samples. No final normalisation. The original's spec2time divides by the sum of the windows
+// without a floor, which turns a mask's leftovers at the first and last samples into clicks.
+inline constexpr double kEdgeFloor = 0.1;
 torch::Tensor overlap_add_inverse(const torch::Tensor& spectrum, const FrameSettings& settings,
-                                  int64_t signal_length);
+                                  int64_t signal_length, double edge_floor = kEdgeFloor);
 
 }  // namespace nabu
