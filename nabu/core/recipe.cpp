@@ -1,5 +1,6 @@
 #include "nabu/core/recipe.h"
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <set>
@@ -15,6 +16,60 @@ namespace {
 bool is_config_file(const fs::path& path) {
   auto ext = path.extension().string();
   return ext == ".cfg" || ext == ".conf";
+}
+
+// The keys whose values are paths (or lists of paths), by file: these are what an experiment's
+// copy rewrites and what loading it resolves (docs/ini_semantics.md, "Paths"). Processor configs
+// are matched by their alphabet_file key.
+bool is_path_key(const std::string& file, const std::string& key) {
+  if (file == "database.conf")
+    return key == "datafiles" || key == "store_dir" || key == "meanandvar_dir" ||
+           key == "label2index_dir" || key == "processor_config";
+  if (file == "trainer.cfg")
+    return key == "dynamic_mixing_sources" || key == "dynamic_mixing_utt2spk" ||
+           key == "init_file";
+  return key == "alphabet_file";
+}
+
+// Placeholders that name no path.
+bool names_a_path(const std::string& value) {
+  return !value.empty() && value != "None" && value != "globalvars";
+}
+
+// `value` (space-separated paths) with every relative path replaced by `resolve(path)`.
+template <typename Resolve>
+std::string map_paths(const std::string& value, const Resolve& resolve) {
+  std::vector<std::string> out;
+  for (const auto& token : split_whitespace(value))
+    out.push_back(names_a_path(token) && fs::path(token).is_relative() ? resolve(token) : token);
+  return join(out, " ");
+}
+
+// The folder relative paths in list files were relative to when the experiment was trained.
+std::string read_list_root(const fs::path& record) {
+  try {
+    return nlohmann::json::parse(read_file(record)).value("list_root", std::string());
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(record.string() + ": unreadable (" + e.what() + ")");
+  }
+}
+
+// In an experiment's copy, relative paths are relative to the experiment folder.
+void resolve_paths_against(std::map<std::string, ConfigFile>& files, const fs::path& dir) {
+  const fs::path base = fs::absolute(dir).lexically_normal();
+  for (auto& [name, file] : files) {
+    std::string file_name = fs::path(name).filename().string();
+    for (const auto& section_name : file.section_names()) {
+      ConfigSection& section = file.section(section_name);
+      for (const auto& [key, value] : section.entries()) {
+        if (!is_path_key(file_name, key)) continue;
+        std::string resolved = map_paths(value.text, [&](const std::string& path) {
+          return (base / path).lexically_normal().string();
+        });
+        if (resolved != value.text) section.set(key, resolved, value.origin);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -53,6 +108,11 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
     attempt([&, &name = name, &file = file] { apply_overrides(file, name, overrides); });
     for (const auto& warning : file.warnings()) recipe.warnings_.push_back(warning);
   }
+  const bool experiment = fs::exists(dir / kExperimentRecord, ec);
+  if (experiment) {
+    resolve_paths_against(recipe.files_, dir);
+    recipe.list_root_ = read_list_root(dir / kExperimentRecord);
+  }
   // Processor configs: loaded from where database.conf points, overrides matched by file name.
   if (const ConfigFile* database = recipe.find("database.conf")) {
     for (const auto& section : database->sections()) {
@@ -83,6 +143,7 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
       attempt([&] { apply_overrides(*config, name, overrides); });
     }
   }
+  if (experiment) resolve_paths_against(recipe.processor_configs_, dir);
   for (const auto& override_ : overrides) {
     if (present.count(override_.file)) continue;
     std::vector<std::string> known = recipe.file_names();
@@ -140,7 +201,26 @@ const ConfigFile& Recipe::processor_config(const ConfigSection& section) const {
   return it->second;
 }
 
-void Recipe::save_copy(const fs::path& target) const {
+namespace {
+
+// Copies the regular files at the top of `from` (the statistics of a store: mvn_stats.h5, a label
+// index; not the store's segment folders) into `to`, each atomically.
+void copy_top_level_files(const fs::path& from, const fs::path& to) {
+  ensure_directory(to);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(from, ec))
+    if (entry.is_regular_file() && entry.path().string().find(".tmp.") == std::string::npos)
+      write_file_atomic(to / entry.path().filename(), read_file(entry.path()));
+  if (ec) throw Error(from.string() + ": cannot list: " + ec.message());
+}
+
+std::string absolute_path(const std::string& path) {
+  return fs::absolute(path).lexically_normal().string();
+}
+
+}  // namespace
+
+void Recipe::save_copy(const fs::path& target, const std::map<std::string, int>& sample_rates) const {
   ensure_directory(target);
   std::map<std::string, std::string> copied;  // basename -> source key
   for (const auto& [key, config] : processor_configs_) {
@@ -149,28 +229,63 @@ void Recipe::save_copy(const fs::path& target) const {
       throw ConfigError("two processor configs are both named " + name + " (" + copied[name] +
                         " and " + key + "); rename one so the experiment copy stays unambiguous");
     copied[name] = key;
-    config.save(target / name);
+    ConfigFile copy = config;
+    for (const auto& section : config.sections()) {
+      const ConfigValue* alphabet = section.find("alphabet_file");
+      if (!alphabet || !names_a_path(alphabet->text) || !fs::is_regular_file(alphabet->text))
+        continue;  // a missing file is reported where it is read
+      std::string file = fs::path(alphabet->text).filename().string();
+      write_file_atomic(target / file, read_file(alphabet->text));
+      copy.section(section.name()).set("alphabet_file", file, alphabet->origin);
+    }
+    copy.save(target / name);
   }
   for (const auto& [name, config] : files_) {
     if (copied.count(name)) continue;  // the processor config copy above is the one in use
-    if (name != "database.conf") {
-      config.save(target / name);
-      continue;
-    }
-    ConfigFile database = config;
+    ConfigFile copy = config;
+    std::map<std::string, std::string> statistics;  // meanandvar_dir -> its copy's folder
     for (const auto& section : config.sections()) {
-      if (!section.has("processor_config")) continue;
-      try {
-        fs::path used = processor_config_path(section);
-        fs::path copy = fs::absolute(target / used.filename()).lexically_normal();
-        const ConfigValue* value = section.find("processor_config");
-        database.section(section.name()).set("processor_config", copy.string(), value->origin);
-      } catch (const ConfigError&) {
-        // keep the stale path; it is reported where the section is used
+      ConfigSection& written = copy.section(section.name());
+      for (const auto& [key, value] : section.entries()) {
+        if (!is_path_key(name, key)) continue;
+        std::string text = value.text;
+        if (key == "processor_config") {
+          try {
+            text = processor_config_path(section).filename().string();
+          } catch (const ConfigError&) {
+            continue;  // keep the stale path; it is reported where the section is used
+          }
+        } else if (key == "meanandvar_dir" && section.name() != "globalvars") {
+          // The statistics a processor normalises with, copied: separating needs them.
+          if (text == "globalvars") text = resolve_globalvars(section, config).get_string(key);
+          std::error_code ec;
+          if (names_a_path(text) && fs::is_directory(text, ec)) {
+            std::string source = absolute_path(text);
+            if (!statistics.count(source)) {
+              statistics[source] = "statistics/" + section.name();
+              copy_top_level_files(source, target / statistics[source]);
+            }
+            text = statistics[source];
+          } else {
+            text = map_paths(text, absolute_path);
+          }
+        } else {
+          text = map_paths(text, absolute_path);
+        }
+        if (text != value.text) written.set(key, text, value.origin);
       }
+      auto rate = sample_rates.find(section.name());
+      if (name == "database.conf" && rate != sample_rates.end())
+        written.set("sample_rate", std::to_string(rate->second), section.origin());
     }
-    database.save(target / name);
+    copy.save(target / name);
   }
+  nlohmann::json record = {
+      {"format", 1},
+      {"recipe", absolute_path(dir_.string())},
+      {"list_root", list_root_.empty() ? fs::current_path().string() : list_root_},
+      {"paths", "relative paths in this folder's files are relative to this folder"}};
+  write_file_atomic(target / kExperimentRecord, record.dump(2) + "\n");
 }
 
 ConfigSection resolve_globalvars(const ConfigSection& section, const ConfigFile& database) {

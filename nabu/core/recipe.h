@@ -13,11 +13,16 @@
 
 namespace nabu {
 
+// Written by Recipe::save_copy into an experiment: marks a recipe copy whose relative paths are
+// relative to its own folder.
+inline constexpr const char* kExperimentRecord = "experiment.json";
+
 class Recipe {
  public:
   // Loads every *.cfg / *.conf file of `dir`, then the processor configs named by database.conf,
   // and applies `overrides` (matched by file name). An override naming a file or section that is
-  // not there is an error.
+  // not there is an error. In an experiment's copy (save_copy), relative paths resolve against
+  // `dir`, never against the current folder (docs/ini_semantics.md, "Paths").
   // With `errors`, problems (a file that does not parse, a bad override) are collected there and
   // the rest of the recipe is still loaded, for `nabu check`.
   static Recipe load(const std::filesystem::path& dir,
@@ -30,6 +35,10 @@ class Recipe {
   const ConfigFile* find(const std::string& file) const;
   std::vector<std::string> file_names() const;
   const std::vector<ConfigOverride>& overrides() const { return overrides_; }
+  // What relative paths inside list files are relative to: for an experiment, the folder its
+  // training ran from (recorded by save_copy); empty for a recipe, whose lists are read from the
+  // current folder as in the original.
+  const std::string& list_root() const { return list_root_; }
   // Parser warnings of all files (continuation lines, processor_config fallbacks).
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Files of the folder that did not parse (loaded with an error list, which holds their one
@@ -43,14 +52,20 @@ class Recipe {
   // The parsed processor config of a database section (overrides applied).
   const ConfigFile& processor_config(const ConfigSection& database_section) const;
 
-  // Writes the recipe as used (after overrides) into `dir`: every file under its own name, the
-  // processor configs next to them, database.conf pointing at those copies. The result is itself
-  // a loadable recipe.
-  void save_copy(const std::filesystem::path& dir) const;
+  // Writes the recipe as used (after overrides) into `dir`, self-contained so that the experiment
+  // can be used from any folder and copied to another machine (docs/ini_semantics.md, "Paths"):
+  // every file under its own name; the processor configs, their alphabet files and the global
+  // mean/variance statistics copied into `dir` and named relative to it; every other path (data
+  // lists, stores, sources) made absolute. `sample_rates` (database section -> Hz) are recorded
+  // as the sections' sample_rate, so that separating needs no data list. The result is itself a
+  // loadable recipe; `<dir>/experiment.json` marks it.
+  void save_copy(const std::filesystem::path& dir,
+                 const std::map<std::string, int>& sample_rates = {}) const;
 
  private:
   std::filesystem::path dir_;
   std::vector<ConfigOverride> overrides_;
+  std::string list_root_;
   std::map<std::string, ConfigFile> files_;
   // processor configs by resolved absolute path
   std::map<std::string, ConfigFile> processor_configs_;

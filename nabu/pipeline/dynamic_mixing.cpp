@@ -31,9 +31,9 @@ std::size_t below(std::mt19937_64& rng, std::size_t count) {
 // ---------------------------------------------------------------------------------------------
 
 SourcePool SourcePool::from_lists(const std::vector<std::string>& lists,
-                                  const std::string& utt2spk) {
+                                  const std::string& utt2spk, const std::string& root) {
   SourcePool pool;
-  for (const auto& line : read_data_lines(lists)) {
+  for (const auto& line : read_data_lines(lists, 1, root)) {
     if (line.fields.size() != 1)
       throw DataError(line.origin + ": expected 'utterance path' for a dynamic mixing source");
     pool.sources_.push_back({line.utterance, line.fields.front(), line.utterance, 0});
@@ -198,7 +198,8 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
     pool_ = std::make_shared<const SourcePool>(
         options_.source_lists.empty()
             ? SourcePool::from_source_lines(source_lines)
-            : SourcePool::from_lists(options_.source_lists, options_.utt2spk));
+            : SourcePool::from_lists(options_.source_lists, options_.utt2spk,
+                                     recipe.list_root()));
   } catch (const Error& e) {
     throw DataError(what + ": dynamic mixing sources (" +
                     (options_.source_lists.empty() ? std::string("the task's source lines")

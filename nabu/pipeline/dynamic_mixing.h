@@ -32,7 +32,9 @@ class SourcePool {
   };
   // Kaldi-style lists: "utt path" lines (wav.scp), and optionally "utt speaker" lines
   // (utt2spk) so that a mixture never has one speaker twice.
-  static SourcePool from_lists(const std::vector<std::string>& lists, const std::string& utt2spk);
+  // `root`: Recipe::list_root, for relative paths in the lists.
+  static SourcePool from_lists(const std::vector<std::string>& lists, const std::string& utt2spk,
+                               const std::string& root = "");
   // Every field of every line is a source (the s1 s2 ... lists of stored mixtures); speakers
   // are unknown, so only the same file is never drawn twice for one mixture.
   static SourcePool from_source_lines(const std::vector<DataLine>& lines);

@@ -35,7 +35,7 @@ std::string read_list_file(const std::string& path) {
 }  // namespace
 
 std::vector<DataLine> read_data_lines(const std::vector<std::string>& files,
-                                      std::size_t min_fields) {
+                                      std::size_t min_fields, const std::string& root) {
   std::vector<DataLine> lines;
   std::map<std::string, std::string> seen;
   for (const auto& path : files) {
@@ -61,6 +61,14 @@ std::vector<DataLine> read_data_lines(const std::vector<std::string>& files,
       DataLine line;
       line.utterance = tokens[0];
       line.fields.assign(tokens.begin() + 1, tokens.end());
+      if (!root.empty())
+        for (auto& field : line.fields) {
+          std::filesystem::path under_root = std::filesystem::path(root) / field;
+          std::error_code ec;
+          if (std::filesystem::path(field).is_relative() &&
+              std::filesystem::is_regular_file(under_root, ec))
+            field = under_root.string();
+        }
       line.origin = origin;
       lines.push_back(std::move(line));
     }

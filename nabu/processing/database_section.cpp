@@ -23,6 +23,9 @@ void DatabaseSectionOptions::declare(OptionsReader& r) {
   r("dependencies", dependencies,
     "sections that must be prepared first (None for none); also derived from meanandvar_dir");
   r("label2index_dir", label2index_dir, "label index directory (string label processors)");
+  r("sample_rate", sample_rate,
+    "new: the rate of the section's audio, written into an experiment's copy by nabu train so "
+    "that separating a recording needs no data list (0: read from the list's first file)");
   for (const auto& segment : segment_lengths)
     r.require(segment == "full" || (parse_int(segment) && *parse_int(segment) > 0),
               "segment_lengths", "'" + segment + "' is neither full nor a positive integer");

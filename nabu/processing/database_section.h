@@ -21,6 +21,7 @@ struct DatabaseSectionOptions {
   bool optional = false;
   std::vector<std::string> dependencies;
   std::string label2index_dir;
+  int sample_rate = 0;  // recorded in an experiment's copy; 0: the rate of the list's audio
 
   void declare(OptionsReader& r);
   // Dependencies without the "None" placeholder.

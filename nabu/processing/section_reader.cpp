@@ -21,11 +21,13 @@ SectionReader::SectionReader(const Recipe& recipe, const std::string& section_na
         MvnStatistics::load(std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5"));
   }
   datafiles_ = options.datafiles;
+  recorded_sample_rate_ = options.sample_rate;
+  list_root_ = recipe.list_root();
 }
 
 void SectionReader::load_list() const {
   if (loaded_) return;
-  lines_ = read_data_lines(datafiles_);
+  lines_ = read_data_lines(datafiles_, 1, list_root_);
   index_ = index_by_utterance(lines_);
   loaded_ = true;
 }
@@ -40,15 +42,45 @@ bool SectionReader::has(const std::string& utterance) const {
   return index_.count(utterance) > 0;
 }
 
-int SectionReader::list_sample_rate() const {
-  load_list();
-  if (lines_.empty()) throw DataError("[" + section_ + "]: its datafiles list no utterance");
-  const auto& fields = lines_.front().fields;
+namespace {
+
+int first_line_sample_rate(const std::vector<DataLine>& lines, const std::string& section) {
+  if (lines.empty()) throw DataError("[" + section + "]: its datafiles list no utterance");
+  const auto& fields = lines.front().fields;
   // A line of several wavs (sources, or the channels of a multi-channel recording) is at the rate
   // of its first; 'path begin end' is a slice of one.
   bool slice = fields.size() == 3 && parse_double(fields[1]) && parse_double(fields[2]);
   return (fields.size() == 1 || slice ? read_audio_fields(fields) : read_audio(fields[0]))
       .sample_rate;
+}
+
+}  // namespace
+
+int SectionReader::list_sample_rate() const {
+  if (recorded_sample_rate_ > 0) return recorded_sample_rate_;
+  load_list();
+  return first_line_sample_rate(lines_, section_);
+}
+
+std::map<std::string, int> list_sample_rates(const Recipe& recipe) {
+  std::map<std::string, int> rates;
+  const ConfigFile& database = recipe.get("database.conf");
+  for (const auto& section : database.sections()) {
+    if (section.name() == "globalvars" || !section.has("datafiles")) continue;
+    try {
+      auto options = read_database_section(section, database);
+      if (options.sample_rate > 0) {
+        rates[section.name()] = options.sample_rate;
+        continue;
+      }
+      rates[section.name()] =
+          first_line_sample_rate(read_data_lines(options.datafiles, 1, recipe.list_root()),
+                                 section.name());
+    } catch (const Error&) {
+      // Not a list of audio (labels, text), or not readable here: nothing to record.
+    }
+  }
+  return rates;
 }
 
 torch::Tensor SectionReader::process_audio(const torch::Tensor& samples, int sample_rate) const {

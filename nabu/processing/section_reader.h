@@ -33,7 +33,8 @@ class SectionReader {
   torch::Tensor process(const DataLine& line, int* sample_rate = nullptr) const;
   // The processed data of one signal in memory (int16 scale; Processor::process_audio).
   torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const;
-  // The sample rate of the first audio file of the section's list (the rate its data has).
+  // The rate the section's data has: its sample_rate key (recorded in an experiment's copy),
+  // else the rate of the first audio file of its list.
   int list_sample_rate() const;
   const Processor& processor() const { return *processor_; }
   const FeatureOptions* feature_options() const { return processor_->feature_options(); }
@@ -43,9 +44,15 @@ class SectionReader {
   std::string section_;
   ProcessorPtr processor_;
   std::vector<std::string> datafiles_;
+  int recorded_sample_rate_ = 0;
+  std::string list_root_;
   mutable bool loaded_ = false;
   mutable std::vector<DataLine> lines_;
   mutable std::map<std::string, std::size_t> index_;
 };
+
+// The sample rate of every database section whose list names audio (sections whose list cannot
+// be read as audio are left out), for Recipe::save_copy.
+std::map<std::string, int> list_sample_rates(const Recipe& recipe);
 
 }  // namespace nabu

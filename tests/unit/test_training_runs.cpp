@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nabu/neuralnetworks/trainers/sweep_file.h"
+#include "nabu/core/config.h"
 #include "nabu/core/error.h"
 #include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
@@ -517,7 +518,8 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
   write_text(dir_ / "noise.scp", noise_list);
   write_text(dir_ / "exp_sep/database.conf",
              nabu::testing::read_text(dir_ / "exp_sep/database.conf") +
-                 "\n[testnoise]\ndatafiles = noise.scp\npreprocess = False\n"
+                 // Relative to the experiment folder (docs/ini_semantics.md, "Paths").
+                 "\n[testnoise]\ndatafiles = ../noise.scp\npreprocess = False\n"
                  "processor_config = score_processor.cfg\n");
   auto with_noise = run_nabu("test --expdir=exp_sep --threads=1 "
                              "--set 'scorer.cfg:task_2spk:score_type=sdr sdr_snr' "
@@ -603,6 +605,42 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
   for (const auto& entry : fs::directory_iterator(dir_ / "bad_out"))
     written.insert(entry.path().filename().string());
   EXPECT_EQ(written, (std::set<std::string>{"tt_0_s1.wav", "tt_0_s2.wav"}));
+}
+
+// docs/ini_semantics.md, "Paths": an experiment holds, or names by absolute path, everything it
+// is used with, so it separates from any folder and when copied away from the data it was
+// trained on (statistics, processor configs and sample rates copied into it).
+TEST_F(TrainingRun, AnExperimentSeparatesFromAnyFolderAndWhenCopiedElsewhere) {
+  auto trained = train("exp_portable", "--max-steps=1 --set trainer.cfg:trainer:valid_frequency=1000"
+                                      " --set test_evaluator.cfg:task_2spk:batch_size=2"
+                                      " --set test_evaluator.cfg:task_2spk_real:batch_size=2");
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  auto copy = ConfigFile::load(dir_ / "exp_portable/database.conf");
+  const auto& trainspec = copy.section("trainspec");
+  EXPECT_EQ(trainspec.get_string("meanandvar_dir"), "statistics/trainspec");
+  EXPECT_TRUE(fs::exists(dir_ / "exp_portable/statistics/trainspec/mvn_stats.h5"));
+  EXPECT_EQ(trainspec.get_string("processor_config"), "feature_processor.cfg");
+  EXPECT_TRUE(fs::path(trainspec.get_string("store_dir")).is_absolute());
+  EXPECT_TRUE(fs::path(trainspec.get_string("datafiles")).is_absolute());
+  EXPECT_EQ(trainspec.get_int("sample_rate"), 8000);
+
+  // Copied to another folder, away from the corpus and stores, used from a third folder.
+  fs::create_directories(dir_ / "laptop/work");
+  fs::copy(dir_ / "exp_portable", dir_ / "laptop/exp", fs::copy_options::recursive);
+  fs::copy_file(dir_ / "data/corpus/2speakers/wav8k/min/tt/mix/tt_1.wav",
+                dir_ / "laptop/work/meeting.wav");
+  // Tested from there: the stores and lists are named by absolute paths, and the relative paths
+  // inside the lists are relative to where the training ran.
+  auto tested = run_nabu("test --expdir=../exp --threads=1", dir_ / "laptop/work");
+  ASSERT_EQ(tested.exit_code, 0) << tested.output;
+  EXPECT_TRUE(fs::exists(dir_ / "laptop/exp/test/reconstructions/task_2spk/s1/tt_1.wav"));
+  fs::rename(dir_ / "data", dir_ / "data_elsewhere");
+  auto separated = run_nabu("separate --expdir=../exp --out=sep --threads=1 meeting.wav",
+                            dir_ / "laptop/work");
+  fs::rename(dir_ / "data_elsewhere", dir_ / "data");
+  ASSERT_EQ(separated.exit_code, 0) << separated.output;
+  for (const std::string speaker : {"s1", "s2"})
+    EXPECT_TRUE(fs::exists(dir_ / ("laptop/work/sep/meeting_" + speaker + ".wav"))) << speaker;
 }
 
 TEST(SweepFile, BlocksOfOverridesSeparatedByBlankLines) {

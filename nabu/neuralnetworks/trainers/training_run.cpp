@@ -14,6 +14,7 @@
 #include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/curriculum.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
+#include "nabu/processing/section_reader.h"
 
 namespace nabu {
 
@@ -110,7 +111,7 @@ Recipe prepare_experiment(const TrainingRunOptions& run) {
   Recipe recipe = Recipe::load(run.recipe, parse_overrides(run.sets));
   ensure_directory(expdir);
   log_to_file(expdir / "run.log");
-  recipe.save_copy(expdir);
+  recipe.save_copy(expdir, list_sample_rates(recipe));
   std::string overrides;
   for (const auto& spec : run.sets) overrides += spec + "\n";
   write_file_atomic(expdir / "overrides.txt", overrides);
