@@ -89,9 +89,8 @@ int check_file_separation_options(TaskSeparation& task, const FileSeparationOpti
     if (model_rate == 0) throw;
   }
   if (model_rate > 0 && trained > 0 && model_rate != trained)
-    throw Error(fmt::format("--model-rate={}: the model was trained on {} Hz data (its recipe's "
-                            "data lists); leave --model-rate out: inputs of any rate are "
-                            "resampled to the model's",
+    throw Error(fmt::format("--model-rate={}: the model was trained on {} Hz data; leave "
+                            "--model-rate out: inputs of any rate are resampled to the model's",
                             model_rate, trained));
   if (model_rate == 0) model_rate = trained;
   check_chunk_options(options.chunks, task.frame_length(model_rate), model_rate);
