@@ -91,7 +91,7 @@ TEST_F(Faults, DeletedLatestCheckpointResumesFromThePreviousOneAtItsStep) {
   train_and_kill("exp_prev", kCheckpointed, 4);
   auto logdir = dir_ / "exp_prev/100/logdir";
   ASSERT_TRUE(fs::exists(logdir / "latest.pt.prev"));
-  int64_t previous_step = load_checkpoint(logdir / "latest.pt.prev", {}).step;
+  int64_t previous_step = load_checkpoint(logdir / "latest.pt.prev", {}).state.step;
   fs::remove(logdir / "latest.pt");
   auto resumed = run_nabu("train --expdir=exp_prev --resume --threads=1", dir_.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;

@@ -40,11 +40,11 @@ TrainingProgress::Step step_number(int64_t step) {
 
 TEST(TrainingProgress, CountsUpToTheMaxStepsCapNotTheEpochTotal) {
   TempDir dir;
-  // 100 epochs would be 73118 updates; --max-steps=3 stops the stage after 3.
-  TrainingProgress progress("100", 73118, 1, dir / "metrics.jsonl");
+  // 100 epochs would be 73118 updates; --max-steps=3 stops the stage after 3 (the limit).
+  TrainingProgress progress("100", dir / "metrics.jsonl");
   progress.start(0, 3);
   std::string lines = logged([&] {
-    for (int64_t step = 1; step <= 3; ++step) progress.step(step_number(step));
+    for (int64_t step = 1; step <= 3; ++step) progress.step(step_number(step), /*line=*/true);
   });
   EXPECT_NE(lines.find("[100] step 1/3 "), std::string::npos) << lines;
   EXPECT_NE(lines.find("[100] step 3/3 "), std::string::npos) << lines;
@@ -52,8 +52,8 @@ TEST(TrainingProgress, CountsUpToTheMaxStepsCapNotTheEpochTotal) {
   EXPECT_NE(lines.find("ETA 0s"), std::string::npos) << lines;  // at the last step
 
   // Resumed at step 10 of an uncapped stage of 20: the ETA is for the 10 steps left.
-  TrainingProgress uncapped("full", 20, 1, dir / "metrics_full.jsonl");
+  TrainingProgress uncapped("full", dir / "metrics_full.jsonl");
   uncapped.start(10, 20);
-  lines = logged([&] { uncapped.step(step_number(11)); });
+  lines = logged([&] { uncapped.step(step_number(11), /*line=*/true); });
   EXPECT_NE(lines.find("[full] step 11/20 "), std::string::npos) << lines;
 }

@@ -150,38 +150,20 @@ TEST(TrainerSchedule, LearningRateAndNumSteps) {
   EXPECT_EQ(steps_for_task(100, 1000, 10, 2, 2), 2500);
 }
 
-TEST(ValidationPolicy, FirstValidationIsDueAtStepZeroThenEveryValidFrequencyUpdates) {
-  auto options = defaults();
-  options.valid_frequency = 150;
-  ValidationPolicy policy(options);
+// When validation is due is the StageSchedule's (tests/unit/test_stage_schedule.cpp); a
+// validation resets the time since the last one.
+TEST(ValidationPolicy, AValidationRecordsItsStepAndResetsTheTimeSinceTheLast) {
+  ValidationPolicy policy(defaults());
   auto state = policy.initial_state();
-  EXPECT_TRUE(policy.due(0, state));
-  policy.update({5.0}, 0, state);
-  EXPECT_FALSE(policy.due(149, state));
-  EXPECT_TRUE(policy.due(150, state));
-}
-
-TEST(ValidationPolicy, ValidEverySecondsMakesValidationDueEarlierAndResetsWithIt) {
-  auto options = defaults();
-  options.valid_frequency = 1000;
-  options.valid_every_seconds = 60;
-  ValidationPolicy policy(options);
-  auto state = policy.initial_state();
-  policy.update({5.0}, 0, state);
   state.seconds_since_validation = 59.5;
-  EXPECT_FALSE(policy.due(10, state));
-  state.seconds_since_validation = 60.0;
-  EXPECT_TRUE(policy.due(10, state));
-  policy.update({4.0}, 10, state);
+  policy.update({5.0}, 10, state);
+  EXPECT_EQ(state.validated_step, 10);
   EXPECT_EQ(state.seconds_since_validation, 0.0);
-  EXPECT_FALSE(policy.due(11, state));
-  EXPECT_TRUE(policy.due(1010, state));
 }
 
 TEST(ValidationPolicy, GoingBackKeepsTheValidatedStep) {
   auto options = defaults();
   options.go_back = true;
-  options.valid_frequency = 10;
   ValidationPolicy policy(options);
   auto state = policy.initial_state();
   policy.update({5.0}, 0, state);

@@ -77,11 +77,13 @@ void set_cpu_rng_state(const torch::Tensor& state) {
 void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint,
                      const std::vector<torch::optim::Optimizer*>& optimizers) {
   torch::serialize::OutputArchive archive;
-  archive.write("meta/step", scalar(checkpoint.step));
+  archive.write("meta/step", scalar(checkpoint.state.step));
   archive.write("meta/num_steps", scalar(checkpoint.num_steps));
   archive.write("meta/finished", scalar(static_cast<int64_t>(checkpoint.finished)));
   archive.write("meta/stage", c10::IValue(checkpoint.stage));
-  const auto& validation = checkpoint.validation;
+  archive.write("schedule/train_seconds", scalar(checkpoint.state.train_seconds));
+  archive.write("schedule/seconds_since_kept", scalar(checkpoint.state.seconds_since_kept));
+  const auto& validation = checkpoint.state.validation;
   archive.write("validation/validated_step", scalar(validation.validated_step));
   archive.write("validation/lr_factor", scalar(validation.lr_factor));
   archive.write("validation/seconds_since", scalar(validation.seconds_since_validation));
@@ -142,18 +144,23 @@ TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path.string());
-    checkpoint.step = read_int(archive, "meta/step");
+    checkpoint.state.step = read_int(archive, "meta/step");
     checkpoint.num_steps = read_int(archive, "meta/num_steps");
     checkpoint.finished = read_int(archive, "meta/finished") != 0;
     c10::IValue stage;
     archive.read("meta/stage", stage);
     checkpoint.stage = stage.toStringRef();
-    auto& validation = checkpoint.validation;
+    // Checkpoints written before a key existed read it as 0.
+    auto optional_double = [&](const std::string& key) {
+      torch::Tensor value;
+      return archive.try_read(key, value) ? value.item<double>() : 0.0;
+    };
+    checkpoint.state.train_seconds = optional_double("schedule/train_seconds");
+    checkpoint.state.seconds_since_kept = optional_double("schedule/seconds_since_kept");
+    auto& validation = checkpoint.state.validation;
     validation.validated_step = read_int(archive, "validation/validated_step");
     validation.lr_factor = read_double(archive, "validation/lr_factor");
-    torch::Tensor seconds;
-    if (archive.try_read("validation/seconds_since", seconds))
-      validation.seconds_since_validation = seconds.item<double>();
+    validation.seconds_since_validation = optional_double("validation/seconds_since");
     int64_t tracks = read_int(archive, "validation/tracks");
     for (int64_t i = 0; i < tracks; ++i) {
       std::string prefix = "validation/track" + std::to_string(i) + "/";

@@ -1,5 +1,6 @@
-// Everything needed to continue a stage exactly: parameters, optimizer states, step, validation
-// state (with the learning-rate factor), pipeline positions and the RNG state. Written to a
+// Everything needed to continue a stage exactly: parameters, optimizer states, the stage's
+// schedule state (step, validation state with the learning-rate factor, training time and
+// timers), pipeline positions and the RNG state. Written to a
 // temporary file, read back completely (a full disk or a cut write never replaces a good
 // checkpoint), then renamed; the previous checkpoint is kept as <name>.prev.
 #pragma once
@@ -13,17 +14,16 @@
 #include <string>
 #include <vector>
 
-#include "nabu/neuralnetworks/trainers/validation_policy.h"
+#include "nabu/neuralnetworks/trainers/stage_schedule.h"
 #include "nabu/pipeline/input_pipeline.h"
 
 namespace nabu {
 
 struct TrainingCheckpoint {
   std::string stage;
-  int64_t step = 0;
   int64_t num_steps = 0;
   bool finished = false;  // the stage ended (early stop or step limit)
-  ValidationState validation;
+  StageState state;       // without its this-run-only fields
   std::map<std::string, PipelinePosition> positions;  // "<task>/<linked set>"
   std::map<std::string, torch::Tensor> parameters;    // bank parameters and buffers by name
   torch::Tensor rng_state;                            // CPU generator state

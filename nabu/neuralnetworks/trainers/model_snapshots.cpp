@@ -5,17 +5,16 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 
 namespace nabu {
 
-ModelSnapshots::ModelSnapshots(std::filesystem::path stage_dir, SnapshotOptions options)
+ModelSnapshots::ModelSnapshots(std::filesystem::path stage_dir, int average_checkpoints)
     : stage_dir_(std::move(stage_dir)), best_dir_(stage_dir_ / "model" / "best"),
-      options_(options), last_kept_seconds_(now_seconds()) {
+      average_checkpoints_(average_checkpoints) {
   auto index = best_dir_ / "best.json";
-  if (options_.average_checkpoints <= 0 || !std::filesystem::exists(index)) return;
+  if (average_checkpoints_ <= 0 || !std::filesystem::exists(index)) return;
   try {
     for (const auto& entry : nlohmann::json::parse(read_file(index)))
       if (std::filesystem::exists(best_dir_ / entry.at("file").get<std::string>()))
@@ -27,7 +26,7 @@ ModelSnapshots::ModelSnapshots(std::filesystem::path stage_dir, SnapshotOptions 
 }
 
 void ModelSnapshots::validated(double loss, int64_t step, const ModelBank& bank) {
-  const std::size_t keep = static_cast<std::size_t>(std::max(0, options_.average_checkpoints));
+  const std::size_t keep = static_cast<std::size_t>(std::max(0, average_checkpoints_));
   if (keep == 0) return;
   // A step validated again (after going back) replaces its earlier entry.
   best_.erase(std::remove_if(best_.begin(), best_.end(),
@@ -54,23 +53,20 @@ void ModelSnapshots::save_index() const {
   write_file_atomic(best_dir_ / "best.json", index.dump(1) + "\n");
 }
 
-void ModelSnapshots::updated(int64_t step, const ModelBank& bank) {
-  if (options_.export_every <= 0 || step % options_.export_every != 0) return;
+void ModelSnapshots::export_model(int64_t step, const ModelBank& bank) const {
   bank.save(stage_dir_ / "model" / "export" / ("model_step" + std::to_string(step) + ".pt"));
 }
 
-void ModelSnapshots::checkpoint_written(const std::filesystem::path& checkpoint, int64_t step) {
-  if (options_.keep_checkpoint_every_hours <= 0) return;
-  if (now_seconds() - last_kept_seconds_ < options_.keep_checkpoint_every_hours * 3600) return;
+void ModelSnapshots::keep_checkpoint(const std::filesystem::path& checkpoint,
+                                     int64_t step) const {
   auto kept = checkpoint.parent_path() / "kept" /
               (checkpoint.stem().string() + "_step" + std::to_string(step) + ".pt");
   write_file_atomic(kept, read_file(checkpoint));
-  last_kept_seconds_ = now_seconds();
   spdlog::info("kept {}", kept.string());
 }
 
 int ModelSnapshots::write_average() const {
-  if (options_.average_checkpoints <= 0 || best_.empty()) return 0;
+  if (average_checkpoints_ <= 0 || best_.empty()) return 0;
   std::vector<std::filesystem::path> files;
   for (const auto& kept : best_) files.push_back(best_dir_ / kept.file);
   write_parameter_file(stage_dir_ / "model" / "model_avg.pt", average_parameter_files(files));

@@ -1,7 +1,8 @@
 // Model files a stage keeps besides its checkpoints (docs/trainer.md, "Model files"): the N best
 // validated models and their average (average_checkpoints, as ESPnet, SpeechBrain and icefall
 // offer), a snapshot every N updates (export_every), and a checkpoint kept every H hours
-// (keep_checkpoint_every_hours, as TensorFlow's Saver). Only the chief writes them.
+// (keep_checkpoint_every_hours, as TensorFlow's Saver). Only the chief writes them; when the last
+// two are due is the StageSchedule's.
 #pragma once
 
 #include <cstdint>
@@ -14,26 +15,21 @@
 
 namespace nabu {
 
-struct SnapshotOptions {
-  int average_checkpoints = 0;             // N best validated models averaged; 0 = off
-  int export_every = 0;                    // updates between model snapshots; 0 = off
-  double keep_checkpoint_every_hours = 0;  // 0 = off
-};
 
 class ModelSnapshots {
  public:
   // `stage_dir`: <expdir>/<stage>. The best models live in <stage>/model/best/ with an index
   // (best.json) so a resumed stage goes on ranking them.
-  ModelSnapshots(std::filesystem::path stage_dir, SnapshotOptions options);
+  // `average_checkpoints`: how many best validated models to keep and average (0 = off).
+  ModelSnapshots(std::filesystem::path stage_dir, int average_checkpoints);
 
   // A validation with `loss` (lower is better) at `step`: the model is kept when it is among
   // the N best so far; the one it pushes out is deleted.
   void validated(double loss, int64_t step, const ModelBank& bank);
-  // After update `step`: <stage>/model/export/model_step<step>.pt every export_every updates.
-  void updated(int64_t step, const ModelBank& bank);
-  // After `checkpoint` was written: a copy in <stage>/logdir/kept/ when H hours passed since
-  // the last kept one (or since the stage started in this process).
-  void checkpoint_written(const std::filesystem::path& checkpoint, int64_t step);
+  // <stage>/model/export/model_step<step>.pt.
+  void export_model(int64_t step, const ModelBank& bank) const;
+  // A copy of `checkpoint` in <stage>/logdir/kept/.
+  void keep_checkpoint(const std::filesystem::path& checkpoint, int64_t step) const;
   // <stage>/model/model_avg.pt: the element-wise mean of the kept best models. Returns how many
   // were averaged (0: nothing written).
   int write_average() const;
@@ -49,9 +45,8 @@ class ModelSnapshots {
   void save_index() const;
 
   std::filesystem::path stage_dir_, best_dir_;
-  SnapshotOptions options_;
+  int average_checkpoints_;
   std::vector<Kept> best_;  // ascending loss
-  double last_kept_seconds_;
 };
 
 // The element-wise mean of model parameter files (same names and shapes; an Error names the

@@ -169,8 +169,6 @@ void MultiTaskTrainer::build_validation() {
   policy.valid_adapt = options_.valid_adapt;
   policy.go_back = options_.go_back;
   policy.num_tracks = options_.acc_steps ? static_cast<int>(evaluators_.size()) : 1;
-  policy.valid_frequency = options_.valid_frequency;
-  policy.valid_every_seconds = options_.valid_every_seconds;
   policy_ = std::make_unique<ValidationPolicy>(policy);
   spdlog::info("validation: {} task(s), {} batch(es) each, every {} updates{}",
                evaluators_.size(), validation_batches_, options_.valid_frequency,
@@ -179,9 +177,30 @@ void MultiTaskTrainer::build_validation() {
                    : std::string());
 }
 
+ScheduleOptions MultiTaskTrainer::schedule_options() const {
+  ScheduleOptions schedule;
+  schedule.epoch_steps = num_steps_;
+  schedule.max_steps = stage_.max_steps;
+  schedule.max_steps_reason = stage_.max_steps_reason;
+  schedule.validates = policy_ != nullptr;
+  schedule.valid_frequency = options_.valid_frequency;
+  schedule.valid_every_seconds = options_.valid_every_seconds;
+  schedule.valid_start = options_.valid_start_step;
+  schedule.valid_min_seconds = options_.valid_min_seconds;
+  schedule.checkpoint_every_minutes = options_.checkpoint_every;
+  schedule.checkpoint_every_steps = options_.checkpoint_every_steps;
+  schedule.export_every = communicator_.is_chief() ? options_.export_every : 0;
+  schedule.keep_checkpoint_every_hours =
+      communicator_.is_chief() ? options_.keep_checkpoint_every_hours : 0;
+  schedule.progress_every = options_.progress_every;
+  schedule.profile = options_.profile_range();
+  schedule.max_train_seconds = options_.max_train_minutes * 60;
+  return schedule;
+}
+
 double MultiTaskTrainer::current_learning_rate() const {
-  return learning_rate(stage_.initial_learning_rate, stage_.learning_rate_decay, step_, num_steps_,
-                       validation_.lr_factor);
+  return learning_rate(stage_.initial_learning_rate, stage_.learning_rate_decay, state_.step,
+                       num_steps_, state_.validation.lr_factor);
 }
 
 void MultiTaskTrainer::all_reduce_sums() {
@@ -211,7 +230,7 @@ void MultiTaskTrainer::training_step() {
   auto optimizer_start = Clock::now();
   {
     RECORD_USER_SCOPE("nabu::optimizer");
-    update_->apply(sums, current_learning_rate(), step_,
+    update_->apply(sums, current_learning_rate(), state_.step,
                    "the best validated model is kept in " + (logdir() / "validated.pt").string());
   }
   last_phases_ = PhaseTimes{};
@@ -220,13 +239,15 @@ void MultiTaskTrainer::training_step() {
   last_phases_.optimizer = seconds_since(optimizer_start);
   last_phases_.validation = pending_validation_seconds_;
   pending_validation_seconds_ = 0;
-  ++step_;
   last_step_seconds_ = seconds_since(start);
-  // Every rank must agree on when validation is due: they all count the chief's time.
+  // Every rank must agree on when a validation is due and when the time budget ends the stage:
+  // they all count the chief's time.
   double counted = last_step_seconds_;
-  if (options_.valid_every_seconds > 0 && communicator_.world_size() > 1)
+  bool timed = options_.valid_every_seconds > 0 || options_.valid_min_seconds > 0 ||
+               options_.max_train_minutes > 0;
+  if (timed && communicator_.world_size() > 1)
     counted = broadcast_values(communicator_, {counted}).at(0);
-  validation_.seconds_since_validation += counted;
+  StageSchedule::updated(state_, counted);
 }
 
 bool MultiTaskTrainer::validate() {
@@ -246,7 +267,8 @@ bool MultiTaskTrainer::validate() {
     total += task_losses[v] * options_.task_weight(position);
   }
   std::vector<double> tracks = options_.acc_steps ? task_losses : std::vector<double>{total};
-  ValidationDecision decision = policy_->update(tracks, step_, validation_);
+  ValidationDecision decision = policy_->update(tracks, state_.step, state_.validation);
+  StageSchedule::validated(state_);
   // Every rank computed the same sums; the chief's decision still rules, bit for bit.
   auto flags = broadcast_values(
       communicator_, {static_cast<double>(decision.terminate), static_cast<double>(decision.go_back),
@@ -263,26 +285,26 @@ bool MultiTaskTrainer::validate() {
   std::string tasks_text;
   if (by_task.size() > 1)
     for (const auto& [name, value] : by_task) tasks_text += fmt::format(", {} {:.6g}", name, value);
-  nlohmann::json record{{"step", step_},
+  nlohmann::json record{{"step", state_.step},
                         {"loss", total},
                         {"task_losses", by_task},
                         {"improved", improved},
                         {"terminate", decision.terminate},
                         {"halve_lr", decision.halve_lr},
                         {"go_back", decision.go_back},
-                        {"lr_factor", validation_.lr_factor},
+                        {"lr_factor", state_.validation.lr_factor},
                         {"seconds", seconds}};
   if (decision.terminate) record["reason"] = decision.reason;
   progress_->validation(record, fmt::format("[{}] validation at step {}: loss {:.6g}{} ({}) in "
                                             "{:.1f} s",
-                                            stage_.segment_length, step_, total, tasks_text,
+                                            stage_.segment_length, state_.step, total, tasks_text,
                                             improved ? "improved" : "worse", seconds));
   if (decision.halve_lr && communicator_.is_chief())
     spdlog::info("[{}] halving the learning rate (factor {})", stage_.segment_length,
-                 validation_.lr_factor);
+                 state_.validation.lr_factor);
   auto validated_path = logdir() / "validated.pt";
   if (decision.save_validated && communicator_.is_chief()) save(validated_path, false);
-  if (snapshots_) snapshots_->validated(total, step_, *bank_);
+  if (snapshots_) snapshots_->validated(total, state_.step, *bank_);
   if (decision.terminate) {
     stop_reason_ = decision.reason;
     if (communicator_.is_chief())
@@ -296,10 +318,11 @@ bool MultiTaskTrainer::validate() {
     auto validated = load_checkpoint(validated_path, update_->optimizers());
     if (communicator_.is_chief())
       spdlog::info("[{}] going back to the model validated at step {}; the data moves on",
-                   stage_.segment_length, validated.step);
+                   stage_.segment_length, validated.state.step);
     restore_weights(validated);
-    step_ = validated.step;
-    validation_.lr_factor = validated.validation.lr_factor * (decision.halve_lr ? 0.5 : 1.0);
+    state_.step = validated.state.step;
+    state_.validation.lr_factor =
+        validated.state.validation.lr_factor * (decision.halve_lr ? 0.5 : 1.0);
   }
   if (communicator_.is_chief()) save(logdir() / "latest.pt", false);
   pending_validation_seconds_ += seconds_since(start);
@@ -323,10 +346,9 @@ nlohmann::json MultiTaskTrainer::model_norms() const {
 TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
   TrainingCheckpoint checkpoint;
   checkpoint.stage = stage_.segment_length;
-  checkpoint.step = step_;
   checkpoint.num_steps = num_steps_;
   checkpoint.finished = finished;
-  checkpoint.validation = validation_;
+  checkpoint.state = state_;
   for (const auto& task : tasks_)
     for (const auto& [name, position] : task->positions()) checkpoint.positions[name] = position;
   for (const auto& [name, tensor] : bank_->named_parameters())
@@ -337,15 +359,20 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
 
 void MultiTaskTrainer::save(const std::filesystem::path& path, bool finished) {
   communicator_.tick();
+  // The timers restart with the checkpoint they time, so the saved state holds them restarted.
+  const bool latest = path.filename() == "latest.pt";
+  const bool keep = latest && schedule_->keep_checkpoint_now(state_);
+  if (latest) StageSchedule::checkpointed(state_);
+  if (keep) StageSchedule::kept(state_);
   save_checkpoint(path, snapshot(finished), update_->optimizers());
-  if (snapshots_ && path.filename() == "latest.pt") snapshots_->checkpoint_written(path, step_);
+  if (keep) snapshots_->keep_checkpoint(path, state_.step);
   communicator_.tick();
 }
 
 void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint) {
   restore_weights(checkpoint);
-  step_ = checkpoint.step;
-  validation_ = checkpoint.validation;
+  state_ = checkpoint.state;
+  state_.run_start = state_.step;
   for (auto& task : tasks_) task->seek(checkpoint.positions);
   if (checkpoint.rng_state.defined()) set_cpu_rng_state(checkpoint.rng_state);
 }
@@ -363,94 +390,98 @@ void MultiTaskTrainer::restore_weights(const TrainingCheckpoint& checkpoint) {
   }
 }
 
+bool MultiTaskTrainer::resume() {
+  std::string note;
+  auto path = settings_.resume ? resumable_checkpoint(logdir(), &note) : std::nullopt;
+  if (!path) return false;
+  if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
+  auto checkpoint = load_checkpoint(*path, update_->optimizers());
+  restore(checkpoint);
+  spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, state_.step, num_steps_,
+               checkpoint.finished ? " (stage already finished)" : "");
+  return checkpoint.finished;
+}
+
+void MultiTaskTrainer::stop_if_interrupted() {
+  if (!interrupt_requested) return;
+  std::string step = std::to_string(state_.step);
+  if (!communicator_.is_chief())
+    throw Error("interrupted at step " + step + "; rank 0 writes the checkpoint; continue with "
+                "--resume");
+  save(logdir() / "latest.pt", false);
+  throw Error("interrupted at step " + step + "; checkpoint written to " +
+              (logdir() / "latest.pt").string() + "; continue with --resume");
+}
+
+void MultiTaskTrainer::after_update() {
+  if (!communicator_.is_chief()) return;
+  if (schedule_->export_now(state_)) snapshots_->export_model(state_.step, *bank_);
+  TrainingProgress::Step report;
+  report.step = state_.step;
+  for (std::size_t t = 0; t < tasks_.size(); ++t) {
+    const auto& task = *tasks_[t];
+    double value = task.norm_sum() != 0 ? task.loss_sum() / task.norm_sum() : 0;
+    report.task_losses.emplace_back(task.name(), value);
+    report.loss += task_weights_[t] * value;
+    report.examples += task.examples_seen();
+    report.frames += task.frames_seen();
+  }
+  report.learning_rate = current_learning_rate();
+  report.seconds = last_step_seconds_;
+  report.allreduce_seconds = last_allreduce_seconds_;
+  report.extra["phases"] = last_phases_.to_json();
+  if (options_.log_norms) report.extra["norms"] = model_norms();
+  progress_->step(report, schedule_->log_progress_now(state_));
+  if (schedule_->checkpoint_now(state_)) save(logdir() / "latest.pt", false);
+}
+
 StageResult MultiTaskTrainer::run() {
   build();
   ensure_directory(logdir());
   ensure_directory(stage_dir_ / "model");
   progress_ = std::make_unique<TrainingProgress>(
-      stage_.segment_length, num_steps_, options_.progress_every,
+      stage_.segment_length,
       communicator_.is_chief() ? stage_dir_ / "metrics.jsonl" : std::filesystem::path());
-  validation_ = policy_ ? policy_->initial_state() : ValidationState{};
+  schedule_ = std::make_unique<StageSchedule>(schedule_options());
+  state_ = StageState{};
+  state_.validation = schedule_->initial_validation(policy_ ? policy_->initial_state()
+                                                            : ValidationState{});
   profiler_ = std::make_unique<StepProfiler>(stage_dir_, options_.profile_range(),
                                              communicator_.is_chief());
-  if (communicator_.is_chief())
-    snapshots_ = std::make_unique<ModelSnapshots>(
-        stage_dir_, SnapshotOptions{options_.average_checkpoints, options_.export_every,
-                                    options_.keep_checkpoint_every_hours});
-
-  bool finished = false;
-  auto latest = logdir() / "latest.pt";
-  if (communicator_.is_chief()) remove_stale_temporaries(logdir());
-  std::string note;
-  if (auto path = settings_.resume ? resumable_checkpoint(logdir(), &note) : std::nullopt) {
-    if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
-    auto checkpoint = load_checkpoint(*path, update_->optimizers());
-    restore(checkpoint);
-    finished = checkpoint.finished;
-    spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, step_, num_steps_,
-                 finished ? " (stage already finished)" : "");
+  if (communicator_.is_chief()) {
+    snapshots_ = std::make_unique<ModelSnapshots>(stage_dir_, options_.average_checkpoints);
+    remove_stale_temporaries(logdir());
   }
-  int64_t limit = stage_.max_steps >= 0 ? std::min(num_steps_, stage_.max_steps) : num_steps_;
+  bool finished = resume();
+  const int64_t limit = schedule_->options().limit();
   spdlog::info("[{}] training {} task(s) for {} steps{}: batch {} x {} minibatch(es), lr {} "
                "decay {}",
                stage_.segment_length, tasks_.size(), limit,
                limit < num_steps_ ? fmt::format(" (of {} for the epochs)", num_steps_) : "",
                stage_.batch_size, stage_.numbatches_to_aggregate, stage_.initial_learning_rate,
                stage_.learning_rate_decay);
+  progress_->start(state_.step, limit);
 
-  progress_->start(step_, limit);
-  checkpoint_clock_ = now_seconds();
-  // The stage keeps its best validated model, so updates after the last validation would be
-  // thrown away: the last step is validated too, once (go_back may rewind to an earlier step).
-  int64_t validated_at = -1;
+  // Every "when" is the schedule's (docs/trainer.md, "Schedule").
   while (!finished) {
-    bool last_step = step_ >= limit && validated_at != step_;
-    if (policy_ && (policy_->due(step_, validation_) || last_step)) {
-      validated_at = step_;
-      if (!validate()) break;
-    }
-    if (step_ >= limit) {
-      stop_reason_ = step_ >= num_steps_ ? "step limit reached" : stage_.max_steps_reason;
+    if (schedule_->validate_now(state_) && !validate()) break;
+    if (auto reason = schedule_->stop_reason(state_)) {
+      stop_reason_ = *reason;
       break;
     }
-    if (interrupt_requested) {
-      if (!communicator_.is_chief())
-        throw Error("interrupted at step " + std::to_string(step_) +
-                    "; rank 0 writes the checkpoint; continue with --resume");
-      save(latest, false);
-      throw Error("interrupted at step " + std::to_string(step_) + "; checkpoint written to " +
-                  latest.string() + "; continue with --resume");
-    }
-    if (step_ == test_hang_step_)
+    stop_if_interrupted();
+    if (state_.step == test_hang_step_)
       while (true) std::this_thread::sleep_for(std::chrono::seconds(60));
-    profiler_->before_update(step_ + 1);
+    if (schedule_->profile_starts(state_.step + 1)) profiler_->start();
     training_step();
-    profiler_->after_update(step_, last_phases_);
-    if (!communicator_.is_chief()) continue;
-    snapshots_->updated(step_, *bank_);
-    TrainingProgress::Step report;
-    report.step = step_;
-    for (std::size_t t = 0; t < tasks_.size(); ++t) {
-      const auto& task = *tasks_[t];
-      double value = task.norm_sum() != 0 ? task.loss_sum() / task.norm_sum() : 0;
-      report.task_losses.emplace_back(task.name(), value);
-      report.loss += task_weights_[t] * value;
-      report.examples += task.examples_seen();
-      report.frames += task.frames_seen();
-    }
-    report.learning_rate = current_learning_rate();
-    report.seconds = last_step_seconds_;
-    report.allreduce_seconds = last_allreduce_seconds_;
-    report.extra["phases"] = last_phases_.to_json();
-    if (options_.log_norms) report.extra["norms"] = model_norms();
-    progress_->step(report);
-    if (options_.checkpoint_every > 0 &&
-        now_seconds() - checkpoint_clock_ >= options_.checkpoint_every * 60) {
-      save(latest, false);
-      checkpoint_clock_ = now_seconds();
-    }
+    profiler_->add(last_phases_);
+    if (schedule_->profile_ends(state_.step)) profiler_->finish();
+    after_update();
   }
+  return finish();
+}
 
+StageResult MultiTaskTrainer::finish() {
   // The best validated model becomes the stage's model, also when the step limit ended the
   // stage (the original writes nothing then; docs/trainer.md).
   auto validated = logdir() / "validated.pt";
@@ -461,7 +492,7 @@ StageResult MultiTaskTrainer::run() {
       tensor.copy_(best.parameters.at(name));
   }
   if (communicator_.is_chief()) {
-    save(latest, true);
+    save(logdir() / "latest.pt", true);
     bank_->save(stage_dir_ / "model" / "model.pt");
     if (int averaged = snapshots_->write_average())
       spdlog::info("[{}] {}: the average of the {} best validated models", stage_.segment_length,
@@ -469,22 +500,23 @@ StageResult MultiTaskTrainer::run() {
   }
   communicator_.barrier();
   StageResult result;
-  result.steps = step_;
+  result.steps = state_.step;
   result.stop_reason = stop_reason_;
   if (policy_) {
+    const auto& tracks = state_.validation.tracks;
     result.validated = true;
     if (options_.acc_steps) {
       for (std::size_t v = 0; v < validation_tasks_.size(); ++v) {
-        result.best_per_task[validation_tasks_[v]] = validation_.tracks[v].best;
-        result.best_validation += validation_.tracks[v].best;
+        result.best_per_task[validation_tasks_[v]] = tracks[v].best;
+        result.best_validation += tracks[v].best;
       }
     } else {
-      result.best_validation = validation_.tracks.front().best;
+      result.best_validation = tracks.front().best;
     }
   }
   if (communicator_.is_chief())
     spdlog::info("[{}] stage done after {} steps ({}); model written to {}", stage_.segment_length,
-                 step_, stop_reason_.empty() ? "finished" : stop_reason_,
+                 state_.step, stop_reason_.empty() ? "finished" : stop_reason_,
                  (stage_dir_ / "model" / "model.pt").string());
   return result;
 }

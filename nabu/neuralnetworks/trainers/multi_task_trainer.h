@@ -1,7 +1,8 @@
 // The loop of one stage (docs/trainer.md, the original's MultiTaskTrainer): every update runs
 // numbatches_to_aggregate rounds of one minibatch per task (TaskTrainer), sums the tasks' sums
-// over the ranks, and hands them to the ParameterUpdate; the ValidationPolicy says when to
-// validate and what follows (halve the learning rate, go back, stop); TrainingProgress reports;
+// over the ranks, and hands them to the ParameterUpdate. The StageSchedule says when anything
+// happens (validate, checkpoint, export, report, profile, stop); the ValidationPolicy what
+// follows a validation (halve the learning rate, go back, stop); TrainingProgress reports;
 // checkpoints make every update resumable. At the end the best validated model is written to
 // <stage>/model.
 #pragma once
@@ -18,6 +19,7 @@
 #include "nabu/neuralnetworks/trainers/step_profile.h"
 #include "nabu/neuralnetworks/trainers/parameter_update.h"
 #include "nabu/neuralnetworks/trainers/progress.h"
+#include "nabu/neuralnetworks/trainers/stage_schedule.h"
 #include "nabu/neuralnetworks/trainers/task_trainer.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
 #include "nabu/neuralnetworks/trainers/validation_policy.h"
@@ -36,7 +38,16 @@ class MultiTaskTrainer : public StageTrainer {
  private:
   void build();
   void build_validation();
+  ScheduleOptions schedule_options() const;
+  // The latest checkpoint when resuming; returns whether the stage had already finished.
+  bool resume();
   void training_step();
+  // What follows an update: its report, and whatever the schedule says is due.
+  void after_update();
+  // Ctrl-C/SIGTERM: the chief writes a checkpoint; every rank stops with an error.
+  void stop_if_interrupted();
+  // The best validated model becomes the stage's model; the result for val_sum.json.
+  StageResult finish();
   // Sums every task's gradients, loss and norm over the ranks.
   void all_reduce_sums();
   // Validates and applies the policy; returns false when training must stop.
@@ -66,7 +77,8 @@ class MultiTaskTrainer : public StageTrainer {
   std::vector<std::string> validation_tasks_;
   int64_t validation_batches_ = 0;
   std::unique_ptr<ValidationPolicy> policy_;
-  ValidationState validation_;
+  std::unique_ptr<StageSchedule> schedule_;
+  StageState state_;
   std::unique_ptr<ParameterUpdate> update_;
   std::unique_ptr<TrainingProgress> progress_;
   std::unique_ptr<ModelSnapshots> snapshots_;  // chief only
@@ -74,11 +86,10 @@ class MultiTaskTrainer : public StageTrainer {
   PhaseTimes last_phases_;                // of the last update
   double pending_validation_seconds_ = 0;  // validation before the next update
 
-  int64_t step_ = 0, num_steps_ = 0;
+  int64_t num_steps_ = 0;
   std::string stop_reason_;
   double last_step_seconds_ = 0;
   double last_allreduce_seconds_ = 0;  // of the last update (0 with one process)
-  double checkpoint_clock_ = 0;
   int64_t test_hang_step_ = -1;  // fault injection (tests only), see the .cpp
 };
 

@@ -10,9 +10,8 @@
 namespace nabu {
 
 
-TrainingProgress::TrainingProgress(std::string stage, int64_t num_steps, int progress_every,
-                                   const std::filesystem::path& metrics_path)
-    : stage_(std::move(stage)), num_steps_(num_steps), progress_every_(progress_every) {
+TrainingProgress::TrainingProgress(std::string stage, const std::filesystem::path& metrics_path)
+    : stage_(std::move(stage)) {
   if (!metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(metrics_path);
 }
 
@@ -22,7 +21,7 @@ void TrainingProgress::start(int64_t first_step, int64_t limit) {
   started_ = now_seconds();
 }
 
-void TrainingProgress::step(const Step& step) {
+void TrainingProgress::step(const Step& step, bool line) {
   if (!metrics_) return;
   nlohmann::json task_losses = nlohmann::json::object();
   for (const auto& [name, value] : step.task_losses) task_losses[name] = value;
@@ -39,8 +38,7 @@ void TrainingProgress::step(const Step& step) {
   if (step.extra.is_object())
     for (const auto& [key, value] : step.extra.items()) record[key] = value;
   metrics_->write(record);
-  if (step.step != first_step_ + 1 && step.step % progress_every_ != 0 && step.step != limit_)
-    return;
+  if (!line) return;
   double elapsed = now_seconds() - started_;
   double per_step = elapsed / std::max<int64_t>(1, step.step - first_step_);
   std::string tasks_text;

@@ -1,4 +1,4 @@
-// What a stage reports while it trains: a console line every progress_every updates (loss,
+// What a stage reports while it trains: a console line when the StageSchedule says (loss,
 // learning rate, s/step, examples/s, ETA) and one JSON object per update and per validation in
 // <stage>/metrics.jsonl. Only the chief reports; on the other ranks every call does nothing.
 #pragma once
@@ -29,13 +29,13 @@ class TrainingProgress {
   };
 
   // `metrics_path` empty: this rank reports nothing.
-  TrainingProgress(std::string stage, int64_t num_steps, int progress_every,
-                   const std::filesystem::path& metrics_path);
+  TrainingProgress(std::string stage, const std::filesystem::path& metrics_path);
   bool enabled() const { return metrics_ != nullptr; }
   // The first update of this run (after a resume: the step it resumed at) and the last one
   // (the epoch total or a max_steps cap): progress lines count and estimate up to `limit`.
   void start(int64_t first_step, int64_t limit);
-  void step(const Step& step);
+  // The update's metrics record, and with `line` its console line.
+  void step(const Step& step, bool line);
   // A validation line and record; `record` gets "type" and "stage" added.
   void validation(nlohmann::json record, const std::string& line);
   // Any other record for metrics.jsonl (profiles, exports); gets "stage" added.
@@ -43,8 +43,7 @@ class TrainingProgress {
 
  private:
   std::string stage_;
-  int64_t num_steps_ = 0, first_step_ = 0, limit_ = 0;
-  int progress_every_ = 10;
+  int64_t first_step_ = 0, limit_ = 0;
   double started_ = 0;
   std::unique_ptr<MetricsWriter> metrics_;
 };

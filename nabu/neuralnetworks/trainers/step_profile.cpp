@@ -47,19 +47,19 @@ StepProfiler::StepProfiler(std::filesystem::path stage_dir, std::pair<int64_t, i
 
 StepProfiler::~StepProfiler() = default;
 
-void StepProfiler::before_update(int64_t update) {
-  if (!chief_ || range_.first == 0 || update != range_.first || recorder_) return;
+void StepProfiler::start() {
+  if (!chief_ || recorder_) return;
   recorder_ = std::make_unique<Recorder>(trace_);
 }
 
-void StepProfiler::after_update(int64_t update, const PhaseTimes& phases) {
-  if (!chief_ || range_.first == 0 || update < range_.first || update > range_.second) return;
+void StepProfiler::add(const PhaseTimes& phases) {
+  if (!recorder_) return;
   sum_ += phases;
   ++updates_;
-  if (update == range_.second) finish();
 }
 
 void StepProfiler::finish() {
+  if (!recorder_) return;
   recorder_.reset();  // writes the events into trace_
   std::string events = trace_.str();
   if (events.find('[') == std::string::npos) events = "[]";

@@ -29,17 +29,18 @@ std::pair<int64_t, int64_t> parse_profile_steps(const std::string& text);
 
 class StepProfiler {
  public:
-  // `range` {0, 0}: no trace, no table. Only the chief records.
+  // Updates `range` (numbered from 1) are profiled: the StageSchedule says when the first is
+  // about to run (start) and when the last has run (finish). Only the chief records.
   StepProfiler(std::filesystem::path stage_dir, std::pair<int64_t, int64_t> range, bool chief);
   ~StepProfiler();
-  // Before update `update` (numbered from 1) runs: the trace starts at the range's first.
-  void before_update(int64_t update);
-  // After it: its phases are added; at the range's last the trace is written and the table
-  // logged.
-  void after_update(int64_t update, const PhaseTimes& phases);
+  void start();
+  bool recording() const { return recorder_ != nullptr; }
+  // While recording: the phases of an update that ran.
+  void add(const PhaseTimes& phases);
+  // Writes the trace and logs the table.
+  void finish();
 
  private:
-  void finish();
   std::filesystem::path stage_dir_;
   std::pair<int64_t, int64_t> range_;
   bool chief_;

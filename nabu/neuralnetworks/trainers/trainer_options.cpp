@@ -70,6 +70,15 @@ void TrainerOptions::declare(OptionsReader& r) {
     "also validate when this many seconds of training passed since the last validation, "
     "whichever of this and valid_frequency comes first (0 = off; new). The time is the chief's, "
     "kept in the checkpoint, so a resumed run validates where it would have");
+  r("valid_start_step", valid_start_step,
+    "no validation before this update, except at the stage's last (0 = from step 0; new, as "
+    "Estimator's start delay)");
+  r("valid_min_seconds", valid_min_seconds,
+    "at most one validation per this many seconds of training, however often valid_frequency "
+    "asks (0 = off; new, as Estimator's throttle); the first and the last are not held back");
+  r("max_train_minutes", max_train_minutes,
+    "stop a stage after this many minutes of training (the chief's clock, validations not "
+    "counted, kept in the checkpoint; 0 = no budget; new)");
   r("valid_adapt", valid_adapt, "halve the learning rate when validation gets worse");
   r("go_back", go_back,
     "go back to the last validated weights, optimizer state and learning-rate factor when "
@@ -84,6 +93,8 @@ void TrainerOptions::declare(OptionsReader& r) {
     "parameter");
   r("init_file", init_file, "model file to initialise the first stage from (partial load)");
   r("checkpoint_every", checkpoint_every, "minutes between checkpoints besides validations");
+  r("checkpoint_every_steps", checkpoint_every_steps,
+    "also write a checkpoint every N updates (0 = off; new)");
   r("average_checkpoints", average_checkpoints,
     "keep the N best validated models of each stage in <stage>/model/best/ and write their "
     "average as <stage>/model/model_avg.pt (nabu test --model=avg; 0 = off; new)");
@@ -148,6 +159,12 @@ void TrainerOptions::declare(OptionsReader& r) {
   r.require(num_epochs > 0, "num_epochs", "must be positive");
   r.require(valid_frequency > 0, "valid_frequency", "must be positive");
   r.require(valid_every_seconds >= 0, "valid_every_seconds", "must not be negative (0 = off)");
+  r.require(valid_start_step >= 0, "valid_start_step", "must not be negative");
+  r.require(valid_min_seconds >= 0, "valid_min_seconds", "must not be negative (0 = off)");
+  r.require(max_train_minutes >= 0, "max_train_minutes", "must not be negative (0 = none)");
+  r.require(checkpoint_every >= 0, "checkpoint_every", "must not be negative (0 = off)");
+  r.require(checkpoint_every_steps >= 0, "checkpoint_every_steps",
+            "must not be negative (0 = off)");
   try {
     parse_profile_steps(profile_steps);
   } catch (const std::invalid_argument& e) {

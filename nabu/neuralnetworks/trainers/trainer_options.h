@@ -41,6 +41,9 @@ struct TrainerOptions {
   bool shuffle = true;  // new: the original never shuffles (file order)
   int valid_frequency = 150;
   double valid_every_seconds = 0;  // new: also validate after this much training time (0 = off)
+  int valid_start_step = 0;        // new: no validation before this update (but the last)
+  double valid_min_seconds = 0;    // new: at most one validation per this much training time
+  double max_train_minutes = 0;    // new: training-time budget per stage (0 = none)
   bool valid_adapt = false;
   bool go_back = false;
   std::string num_tries = "3";  // an integer, or None for no early stopping
@@ -50,6 +53,7 @@ struct TrainerOptions {
   bool normalize_weights_acc_steps = false;
   std::string init_file;
   double checkpoint_every = 10.0;  // minutes
+  int checkpoint_every_steps = 0;  // new: also every N updates (0 = off)
   int average_checkpoints = 0;     // new: N best validated models averaged into model_avg.pt
   int export_every = 0;            // new: updates between model snapshots (0 = off)
   double keep_checkpoint_every_hours = 0;  // new: keep latest.pt every H hours (0 = off)

@@ -17,14 +17,7 @@ ValidationState ValidationPolicy::initial_state() const {
   ValidationTrack track;
   track.relative.assign(fifo, ValidationTrack::kInitial);
   state.tracks.assign(options_.num_tracks, track);
-  state.validated_step = -options_.valid_frequency;
   return state;
-}
-
-bool ValidationPolicy::due(int64_t global_step, const ValidationState& state) const {
-  if (global_step - state.validated_step >= options_.valid_frequency) return true;
-  return options_.valid_every_seconds > 0 &&
-         state.seconds_since_validation >= options_.valid_every_seconds;
 }
 
 ValidationDecision ValidationPolicy::update(const std::vector<double>& losses, int64_t global_step,

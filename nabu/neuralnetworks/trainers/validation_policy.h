@@ -1,5 +1,6 @@
 // The validation rules of the original MultiTaskTrainer (docs/trainer.md, "Validation"), as a
-// small pure state machine: when a validation is due, and (validation losses, state) -> decision.
+// small pure state machine: (validation losses, state) -> decision. When a validation is due is
+// the StageSchedule's.
 // One track per validation task in acc_steps mode, else one track for the weighted total.
 #pragma once
 
@@ -16,8 +17,6 @@ struct ValidationPolicyOptions {
   bool valid_adapt = false;  // halve the learning rate when worse
   bool go_back = false;      // return to the last validated state when worse
   int num_tracks = 1;
-  int valid_frequency = 150;       // updates between validations
-  double valid_every_seconds = 0;  // also validate after this much training time (0 = off)
 };
 
 struct ValidationTrack {
@@ -48,11 +47,8 @@ struct ValidationDecision {
 class ValidationPolicy {
  public:
   explicit ValidationPolicy(ValidationPolicyOptions options);
-  // validated_step starts at -valid_frequency, so the first validation is at step 0.
+  // Fresh tracks (StageSchedule::initial_validation sets when the first validation is due).
   ValidationState initial_state() const;
-  // Whether a validation is due before the update `global_step`: valid_frequency updates since
-  // the last one, or valid_every_seconds of training time, whichever comes first.
-  bool due(int64_t global_step, const ValidationState& state) const;
   // Applies one validation (losses: one per track) at `global_step` and updates `state`.
   ValidationDecision update(const std::vector<double>& losses, int64_t global_step,
                             ValidationState& state) const;

@@ -1,0 +1,86 @@
+#include "nabu/neuralnetworks/trainers/stage_schedule.h"
+
+#include <algorithm>
+
+namespace nabu {
+
+int64_t ScheduleOptions::limit() const {
+  return max_steps >= 0 ? std::min(epoch_steps, max_steps) : epoch_steps;
+}
+
+StageSchedule::StageSchedule(ScheduleOptions options) : options_(std::move(options)) {}
+
+ValidationState StageSchedule::initial_validation(ValidationState state) const {
+  state.validated_step = -options_.valid_frequency;
+  state.seconds_since_validation = 0;
+  return state;
+}
+
+std::optional<std::string> StageSchedule::stop_reason(const StageState& state) const {
+  if (state.step >= options_.epoch_steps) return "step limit reached";
+  if (options_.max_steps >= 0 && state.step >= options_.max_steps)
+    return options_.max_steps_reason;
+  if (options_.max_train_seconds > 0 && state.train_seconds >= options_.max_train_seconds)
+    return "training time budget reached";
+  return std::nullopt;
+}
+
+bool StageSchedule::validate_now(const StageState& state) const {
+  if (!options_.validates) return false;
+  if (stop_reason(state) && state.validated_in_run != state.step) return true;
+  const ValidationState& validation = state.validation;
+  bool due = state.step - validation.validated_step >= options_.valid_frequency ||
+             (options_.valid_every_seconds > 0 &&
+              validation.seconds_since_validation >= options_.valid_every_seconds);
+  if (state.step < options_.valid_start) return false;
+  // The throttle leaves the first validation alone (nothing was validated yet).
+  bool validated_before = validation.validated_step >= 0;
+  if (options_.valid_min_seconds > 0 && validated_before &&
+      validation.seconds_since_validation < options_.valid_min_seconds)
+    return false;
+  return due;
+}
+
+bool StageSchedule::checkpoint_now(const StageState& state) const {
+  return (options_.checkpoint_every_minutes > 0 &&
+          state.seconds_since_checkpoint >= options_.checkpoint_every_minutes * 60) ||
+         (options_.checkpoint_every_steps > 0 && state.step % options_.checkpoint_every_steps == 0);
+}
+
+bool StageSchedule::export_now(const StageState& state) const {
+  return options_.export_every > 0 && state.step % options_.export_every == 0;
+}
+
+bool StageSchedule::log_progress_now(const StageState& state) const {
+  return state.step == state.run_start + 1 || state.step == options_.limit() ||
+         (options_.progress_every > 0 && state.step % options_.progress_every == 0);
+}
+
+bool StageSchedule::keep_checkpoint_now(const StageState& state) const {
+  return options_.keep_checkpoint_every_hours > 0 &&
+         state.seconds_since_kept >= options_.keep_checkpoint_every_hours * 3600;
+}
+
+bool StageSchedule::profile_starts(int64_t update) const {
+  return options_.profile.first > 0 && update == options_.profile.first;
+}
+
+bool StageSchedule::profile_ends(int64_t update) const {
+  return options_.profile.first > 0 && update == options_.profile.second;
+}
+
+void StageSchedule::updated(StageState& state, double seconds) {
+  ++state.step;
+  state.train_seconds += seconds;
+  state.seconds_since_checkpoint += seconds;
+  state.seconds_since_kept += seconds;
+  state.validation.seconds_since_validation += seconds;
+}
+
+void StageSchedule::validated(StageState& state) { state.validated_in_run = state.step; }
+
+void StageSchedule::checkpointed(StageState& state) { state.seconds_since_checkpoint = 0; }
+
+void StageSchedule::kept(StageState& state) { state.seconds_since_kept = 0; }
+
+}  // namespace nabu

@@ -1,0 +1,88 @@
+// Every "is it time to ...?" of a stage (docs/trainer.md, "Schedule"), in one place, as marian's
+// Scheduler: validation (also at the last update), checkpoints (minutes or updates), model
+// exports, kept checkpoints, progress lines, the profiled updates and stopping (updates, epochs,
+// a training-time budget). The answers are pure functions of ScheduleOptions and a StageState;
+// the stage loop only asks, and the state travels in every checkpoint so that a resumed stage
+// decides exactly as an uninterrupted one. What follows a validation (halve the learning rate,
+// go back, stop early) stays with the ValidationPolicy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "nabu/neuralnetworks/trainers/validation_policy.h"
+
+namespace nabu {
+
+struct ScheduleOptions {
+  int64_t epoch_steps = 0;        // the updates num_epochs give
+  int64_t max_steps = -1;         // a cap on them (-1: none)
+  std::string max_steps_reason = "max_steps reached";
+  bool validates = false;          // the stage has validation tasks
+  int64_t valid_frequency = 150;   // updates between validations
+  double valid_every_seconds = 0;  // or this much training time, whichever first (0 = off)
+  int64_t valid_start = 0;         // no validation before this update (except the last)
+  double valid_min_seconds = 0;    // at most one validation per this much training time
+  double checkpoint_every_minutes = 10;  // 0 = off
+  int64_t checkpoint_every_steps = 0;    // 0 = off
+  int64_t export_every = 0;              // 0 = off
+  double keep_checkpoint_every_hours = 0;  // 0 = off
+  int progress_every = 10;
+  std::pair<int64_t, int64_t> profile{0, 0};  // updates A..B, {0, 0}: off
+  double max_train_seconds = 0;               // training-time budget of the stage (0 = none)
+
+  // The last update the stage runs: the epochs' total or the max_steps cap.
+  int64_t limit() const;
+};
+
+struct StageState {
+  int64_t step = 0;  // updates done
+  ValidationState validation;
+  double train_seconds = 0;             // training time of the stage, over every run
+  double seconds_since_checkpoint = 0;  // training time since latest.pt was written (not saved)
+  double seconds_since_kept = 0;        // training time since a checkpoint was kept
+  // This run only (not saved):
+  int64_t run_start = 0;          // the update this run started after (0, or the resumed step)
+  int64_t validated_in_run = -1;  // the update validated last in this run
+};
+
+class StageSchedule {
+ public:
+  explicit StageSchedule(ScheduleOptions options);
+  const ScheduleOptions& options() const { return options_; }
+
+  // Why the stage ends before another update (the step limit, the epochs, the time budget), or
+  // nullopt. Early stopping is the ValidationPolicy's.
+  std::optional<std::string> stop_reason(const StageState& state) const;
+  // Before the next update: validation is due (valid_frequency updates or valid_every_seconds
+  // since the last one, from valid_start on, at most one per valid_min_seconds), or the stage
+  // ends now and this update was not validated in this run (it keeps its best validated model,
+  // so later updates would be thrown away).
+  bool validate_now(const StageState& state) const;
+  // After update state.step:
+  bool checkpoint_now(const StageState& state) const;
+  bool export_now(const StageState& state) const;
+  bool log_progress_now(const StageState& state) const;
+  // Whether a checkpoint just written should be kept (keep_checkpoint_every_hours).
+  bool keep_checkpoint_now(const StageState& state) const;
+  // The profiled range: its first update starts the trace before it runs, its last ends it.
+  bool profile_starts(int64_t update) const;
+  bool profile_ends(int64_t update) const;
+
+  // The state after an update that took `seconds` (the chief's, the same on every rank).
+  static void updated(StageState& state, double seconds);
+  // After a validation at state.step (the ValidationPolicy updated state.validation).
+  static void validated(StageState& state);
+  static void checkpointed(StageState& state);
+  static void kept(StageState& state);
+
+  // A validation state that makes the first validation due at update 0.
+  ValidationState initial_validation(ValidationState state) const;
+
+ private:
+  ScheduleOptions options_;
+};
+
+}  // namespace nabu
