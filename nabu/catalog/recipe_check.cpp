@@ -9,6 +9,7 @@
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/test_run.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
@@ -134,14 +135,6 @@ class RecipeChecker {
     for (const auto& message : processor_registry().check(type, *processor)) problem(message);
   }
 
-  std::set<std::string> model_names() const {
-    std::set<std::string> names;
-    if (const ConfigFile* models = recipe_.find("model.cfg"))
-      if (const ConfigSection* hyper = models->find_section("hyper"))
-        for (const auto& name : hyper->get_list("model_names", {})) names.insert(name);
-    return names;
-  }
-
   // The references of a task section: data sections, nodes and models, the loss.
   void check_task(const ConfigSection& section, TaskRole role, const ConfigSection* evaluator) {
     for (const auto& message : unknown_task_keys(section, role)) problem(message);
@@ -157,7 +150,7 @@ class RecipeChecker {
                         ": no database.conf section [" + name + "]" +
                         did_you_mean(name, database_->section_names()));
     }
-    check_graph(section, spec);
+    check_graph(section);
     if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });
     if (!unreadable("loss.cfg")) guard([&] {
       ConfigSection options("", {});
@@ -166,32 +159,12 @@ class RecipeChecker {
     });
   }
 
-  void check_graph(const ConfigSection& section, const TaskSpec& spec) {
-    auto models = model_names();
-    std::set<std::string> available(spec.input_names.begin(), spec.input_names.end());
-    for (const auto& node : spec.nodes) {
-      if (!unreadable("model.cfg")) guard([&] {
-        std::string model = section.get_string(node + "_model");
-        if (!models.count(model))
-          section.fail(node + "_model", "model '" + model + "' is not in [hyper] model_names" +
-                                            did_you_mean(model, {models.begin(), models.end()}));
-      });
-      guard([&] {
-        for (const auto& input : section.get_list(node + "_inputs")) {
-          if (available.count(input)) continue;
-          bool later = std::find(spec.nodes.begin(), spec.nodes.end(), input) != spec.nodes.end();
-          section.fail(node + "_inputs",
-                       "'" + input + "' is " +
-                           (later ? "a later node (nodes run in the listed order)"
-                                  : "neither an input nor an earlier node" +
-                                        did_you_mean(input, {available.begin(), available.end()})));
-        }
-      });
-      available.insert(node);
-    }
-    for (const auto& output : spec.output_names)
-      if (std::find(spec.nodes.begin(), spec.nodes.end(), output) == spec.nodes.end())
-        problem(section.where("outputs") + ": output '" + output + "' is not a node");
+  // The builder's own rules: ModelGraph's constructor throws the first of these. Against a
+  // model.cfg that is missing or does not parse (already its one problem) the graph is not checked.
+  void check_graph(const ConfigSection& section) {
+    const ConfigFile* models = recipe_.find("model.cfg");
+    if (!models || unreadable("model.cfg")) return;
+    for (const auto& message : ModelGraph::check(section, *models)) problem(message);
   }
 
   void check_trainer(const ConfigFile& trainer) {

@@ -8,6 +8,11 @@
 #include <string>
 
 #include "nabu/catalog/recipe_check.h"
+#include "nabu/core/error.h"
+#include "nabu/core/recipe.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/neuralnetworks/models/model_graph.h"
+#include "nabu/neuralnetworks/task_spec.h"
 #include "test_helpers.h"
 
 using namespace nabu;
@@ -206,4 +211,78 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
                             "tools/make_toy_corpus)"),
             std::string::npos)
       << asr.output;
+}
+
+// `nabu check` runs the builder's own graph rules (ModelGraph::check) instead of a copy of them:
+// for each graph below, building the task as TaskTrainer does (read_task_spec, then ModelGraph)
+// and `nabu check` give the same verdict, and the builder's message is check's, word for word.
+TEST(RecipeCheck, TheGraphVerdictIsTheBuilders) {
+  struct Case {
+    std::string name, outputs, graph;
+  };
+  const std::string good = "n0_model = main\nn0_inputs = features\n"
+                           "bin_emb_model = outlayer\nbin_emb_inputs = n0\n";
+  const std::vector<Case> cases = {
+      {"as shipped", "bin_emb", "nodes = n0 bin_emb\n" + good},
+      // The builder accepts a task input among the outputs (an older check did not).
+      {"an output that is also a task input", "bin_emb features", "nodes = n0 bin_emb\n" + good},
+      // Outputs and inputs name a node's output name, not the node (an older check used nodes).
+      {"a renamed output", "emb", "nodes = n0 bin_emb\nbin_emb_output_names = emb\n" + good},
+      {"the node name of a renamed output", "bin_emb",
+       "nodes = n0 bin_emb\nbin_emb_output_names = emb\n" + good},
+      {"an input naming a renamed node", "bin_emb",
+       "nodes = n0 bin_emb\nn0_output_names = hidden\n" + good},
+      {"a renamed node used by its output name", "bin_emb",
+       "nodes = n0 bin_emb\nn0_output_names = hidden\nn0_model = main\n"
+       "n0_inputs = features\nbin_emb_model = outlayer\nbin_emb_inputs = hidden\n"},
+      {"a later node", "bin_emb", "nodes = bin_emb n0\n" + good},
+      {"an unknown input", "bin_emb",
+       "nodes = n0 bin_emb\nn0_model = main\nn0_inputs = featurs\n"
+       "bin_emb_model = outlayer\nbin_emb_inputs = n0\n"},
+      {"an unknown model", "bin_emb",
+       "nodes = n0 bin_emb\nn0_model = mian\nn0_inputs = features\n"
+       "bin_emb_model = outlayer\nbin_emb_inputs = n0\n"},
+      {"a missing model key", "bin_emb",
+       "nodes = n0 bin_emb\nn0_inputs = features\nbin_emb_model = outlayer\n"
+       "bin_emb_inputs = n0\n"},
+      {"a missing inputs key", "bin_emb",
+       "nodes = n0 bin_emb\nn0_model = main\nbin_emb_model = outlayer\n"
+       "bin_emb_inputs = n0\n"},
+      {"a node listed twice", "bin_emb", "nodes = n0 n0 bin_emb\n" + good},
+      {"an output named like a task input", "bin_emb",
+       "nodes = n0 bin_emb\nn0_output_names = features\n" + good},
+      {"two output names", "bin_emb", "nodes = n0 bin_emb\nn0_output_names = a b\n" + good},
+      {"an output that is neither", "emb", "nodes = n0 bin_emb\n" + good},
+  };
+  int rejected = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    auto recipe_dir = copy_fixture(
+        dir, {{"trainer.cfg", {"outputs = bin_emb\n", "outputs = " + c.outputs + "\n"}},
+              {"trainer.cfg",
+               {"n0_model = main\nn0_inputs = features\n#\nbin_emb_model = outlayer\n"
+                "bin_emb_inputs = n0\n",
+                ""}},
+              {"trainer.cfg", {"nodes = n0 bin_emb\n", c.graph}}});
+    auto recipe = Recipe::load(recipe_dir);
+    const ConfigSection& task = recipe.get("trainer.cfg").section("task_2spk");
+    std::string built;  // the builder's error, empty when it builds
+    try {
+      ModelBank bank(recipe.get("model.cfg"));
+      read_task_spec(task, TaskRole::kTrain);
+      ModelGraph graph(task, bank);
+    } catch (const Error& e) {
+      built = e.what();
+    }
+    auto report = check_recipe(recipe_dir, {});
+    EXPECT_EQ(built.empty(), report.problems.empty()) << built << "\n" << joined(report.problems);
+    EXPECT_EQ(report.problems, ModelGraph::check(task, recipe.get("model.cfg")));
+    if (built.empty()) continue;
+    ++rejected;
+    EXPECT_NE(std::find(report.problems.begin(), report.problems.end(), built),
+              report.problems.end())
+        << built << "\n" << joined(report.problems);
+  }
+  EXPECT_EQ(rejected, 11);
 }
