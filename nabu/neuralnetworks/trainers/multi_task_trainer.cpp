@@ -12,6 +12,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
+#include "nabu/neuralnetworks/trainers/learning_rate.h"
 
 namespace nabu {
 
@@ -199,8 +200,8 @@ ScheduleOptions MultiTaskTrainer::schedule_options() const {
 }
 
 double MultiTaskTrainer::current_learning_rate() const {
-  return learning_rate(stage_.initial_learning_rate, stage_.learning_rate_decay, state_.step,
-                       num_steps_, state_.validation.lr_factor);
+  return LearningRateSchedule::from(options_, stage_)(state_.step, num_steps_,
+                                                      state_.validation.lr_factor);
 }
 
 void MultiTaskTrainer::all_reduce_sums() {

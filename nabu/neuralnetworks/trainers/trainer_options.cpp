@@ -43,7 +43,22 @@ void TrainerOptions::declare(OptionsReader& r) {
     "limit; the learning rate still decays over num_steps; --max-steps overrides it (new)");
   r("initial_learning_rate", initial_learning_rate, "per segment length");
   r("learning_rate_decay", learning_rate_decay,
-    "per segment length (or one value): total exponential decay over the stage");
+    "per segment length (or one value): total exponential decay over the stage "
+    "(lr_schedule = exponential only)");
+  r.choice("lr_schedule", lr_schedule, {"exponential", "step", "cosine", "noam"},
+           "new: exponential (initial * learning_rate_decay^(step/num_steps), the original's), "
+           "step (initial * lr_step_factor^floor(step/lr_step_size)), cosine (half a cosine "
+           "from initial to lr_min over num_steps) or noam (initial * min(n/W, sqrt(W/n)) for "
+           "the n-th update, W = warmup_steps: peaks at initial at update W); every schedule "
+           "is multiplied by the halving of valid_adapt (docs/trainer.md)");
+  r("warmup_steps", warmup_steps,
+    "new: the learning rate rises linearly from 0 over a stage's first N updates (update n "
+    "gets n/N of the schedule's value; 0 = off); noam's own warmup, which it requires");
+  r("lr_step_size", lr_step_size, "new: lr_schedule = step: updates per stair (required)");
+  r("lr_step_factor", lr_step_factor,
+    "new: lr_schedule = step: the learning rate is multiplied by this every lr_step_size "
+    "updates");
+  r("lr_min", lr_min, "new: lr_schedule = cosine: the learning rate at the stage's num_steps");
   r("clip_grad_value", clip_grad_value, "element-wise gradient clipping");
   r("clip_grad_norm", clip_grad_norm, "global gradient-norm clipping (0 = off; new)");
   r("normalize_gradients", normalize_gradients, "divide gradients by the task's loss norm");
@@ -151,6 +166,29 @@ void TrainerOptions::declare(OptionsReader& r) {
   check_count("initial_learning_rate", initial_learning_rate.size(), false);
   check_count("learning_rate_decay", learning_rate_decay.size(), true);
   check_count("max_steps", max_steps.size(), true);
+  // The learning-rate schedule: a key of another schedule set to anything but its default is an
+  // error, not silently ignored (the defaults, as config/defaults and the stage's trainer.cfg
+  // write them, pass).
+  auto only_for = [&](const std::string& key, bool set, const std::string& schedule) {
+    r.require(!set || lr_schedule == schedule, key,
+              "applies only to lr_schedule = " + schedule + " (lr_schedule is " + lr_schedule +
+                  ")");
+  };
+  only_for("lr_step_size", lr_step_size != 0, "step");
+  only_for("lr_step_factor", lr_step_factor != 0.1, "step");
+  only_for("lr_min", lr_min != 0, "cosine");
+  for (double decay : learning_rate_decay)
+    only_for("learning_rate_decay", decay != 1.0, "exponential");
+  r.require(warmup_steps >= 0, "warmup_steps", "must not be negative (0 = off)");
+  r.require(lr_schedule != "noam" || warmup_steps > 0, "warmup_steps",
+            "lr_schedule = noam needs warmup_steps > 0 (the update at which it peaks)");
+  r.require(lr_schedule != "step" || lr_step_size > 0, "lr_step_size",
+            "lr_schedule = step needs lr_step_size > 0 (updates per stair)");
+  r.require(lr_step_factor > 0, "lr_step_factor", "must be positive");
+  r.require(lr_min >= 0, "lr_min", "must not be negative");
+  for (double initial : initial_learning_rate)
+    r.require(lr_schedule != "cosine" || lr_min <= initial, "lr_min",
+              "must not exceed initial_learning_rate");
   for (int value : max_steps)
     r.require(value >= -1, "max_steps", "must be -1 (no limit) or a number of updates");
   for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");

@@ -32,6 +32,12 @@ struct TrainerOptions {
   std::vector<int> max_steps{-1};  // new: per stage cap on the updates, -1 = none
   std::vector<double> initial_learning_rate{1e-3};
   std::vector<double> learning_rate_decay{1.0};
+  // The learning-rate schedule (new; learning_rate.h, docs/trainer.md "Learning rate").
+  std::string lr_schedule = "exponential";  // exponential | step | cosine | noam
+  int warmup_steps = 0;                     // linear warmup over a stage's first updates
+  int lr_step_size = 0;                     // step: updates per stair
+  double lr_step_factor = 0.1;              // step: factor per stair
+  double lr_min = 0.0;                      // cosine: the value at the stage's num_steps
   double clip_grad_value = 2e7;
   double clip_grad_norm = 0.0;  // new: global-norm clipping, 0 = off
   bool normalize_gradients = true;
