@@ -6,6 +6,7 @@
 #include <set>
 
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 
@@ -108,10 +109,11 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
     attempt([&, &name = name, &file = file] { apply_overrides(file, name, overrides); });
     for (const auto& warning : file.warnings()) recipe.warnings_.push_back(warning);
   }
-  const bool experiment = fs::exists(dir / kExperimentRecord, ec);
+  const ExperimentLayout layout{dir};
+  const bool experiment = fs::exists(layout.record(), ec);
   if (experiment) {
     resolve_paths_against(recipe.files_, dir);
-    recipe.list_root_ = read_list_root(dir / kExperimentRecord);
+    recipe.list_root_ = read_list_root(layout.record());
   }
   // Processor configs: loaded from where database.conf points, overrides matched by file name.
   if (const ConfigFile* database = recipe.find("database.conf")) {
@@ -262,8 +264,9 @@ void Recipe::save_copy(const fs::path& target, const std::map<std::string, int>&
           if (names_a_path(text) && fs::is_directory(text, ec)) {
             std::string source = absolute_path(text);
             if (!statistics.count(source)) {
-              statistics[source] = "statistics/" + section.name();
-              copy_top_level_files(source, target / statistics[source]);
+              fs::path copy = ExperimentLayout{target}.statistics_dir() / section.name();
+              statistics[source] = copy.lexically_relative(target).string();
+              copy_top_level_files(source, copy);
             }
             text = statistics[source];
           } else {
@@ -285,7 +288,7 @@ void Recipe::save_copy(const fs::path& target, const std::map<std::string, int>&
       {"recipe", absolute_path(dir_.string())},
       {"list_root", list_root_.empty() ? fs::current_path().string() : list_root_},
       {"paths", "relative paths in this folder's files are relative to this folder"}};
-  write_file_atomic(target / kExperimentRecord, record.dump(2) + "\n");
+  write_file_atomic(ExperimentLayout{target}.record(), record.dump(2) + "\n");
 }
 
 ConfigSection resolve_globalvars(const ConfigSection& section, const ConfigFile& database) {

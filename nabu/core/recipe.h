@@ -13,10 +13,6 @@
 
 namespace nabu {
 
-// Written by Recipe::save_copy into an experiment: marks a recipe copy whose relative paths are
-// relative to its own folder.
-inline constexpr const char* kExperimentRecord = "experiment.json";
-
 class Recipe {
  public:
   // Loads every *.cfg / *.conf file of `dir`, then the processor configs named by database.conf,

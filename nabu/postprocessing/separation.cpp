@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
@@ -13,13 +14,15 @@ namespace nabu {
 
 Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
                      bool early, const std::string& model)
-    : recipe_(recipe), segment_(segment) {
+    : recipe_(recipe), segment_(segment), early_(early) {
   if (model != "final" && model != "avg")
     throw Error("--model=" + model + ": expected final (model.pt) or avg (model_avg.pt)");
   if (model == "avg" && early)
     throw Error("--model=avg and --allow_early_testing exclude each other: the average is "
                 "written when a stage ends");
-  model_file_ = expdir / segment / "model" / (model == "avg" ? "model_avg.pt" : "model.pt");
+  const ExperimentLayout layout{expdir};
+  const StageLayout stage = layout.stage(segment);
+  model_file_ = model == "avg" ? stage.average_model() : stage.model();
   if (model == "avg" && !fs::exists(model_file_))
     throw Error(model_file_.string() + " does not exist: train with average_checkpoints = N in "
                 "trainer.cfg [trainer] to have the average of the N best validated models");
@@ -28,8 +31,7 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
     auto stages = read_trainer_options(recipe.get("trainer.cfg")).segment_lengths;
     model_file_.clear();
     for (const auto& stage : stages)
-      if (fs::exists(expdir / stage / "logdir" / "validated.pt"))
-        model_file_ = expdir / stage / "logdir" / "validated.pt";
+      if (fs::exists(layout.stage(stage).validated())) model_file_ = layout.stage(stage).validated();
     if (model_file_.empty())
       throw Error(expdir.string() + ": no validated checkpoint yet (no validation has run)");
   } else if (!fs::exists(model_file_)) {
@@ -41,7 +43,8 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
 }
 
 void Separator::load_parameters(const std::set<std::string>& models) {
-  ParameterLoadReport report = model_file_.filename() == "validated.pt"
+  // A training checkpoint (--allow_early_testing) or a model file.
+  ParameterLoadReport report = early_
                                    ? bank_->load_tensors(load_checkpoint(model_file_, {}).parameters)
                                    : bank_->load(model_file_);
   // Every parameter of the models this task uses must come from the file.

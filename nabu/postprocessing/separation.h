@@ -90,6 +90,7 @@ class Separator {
   const Recipe& recipe_;
   std::string segment_;
   std::filesystem::path model_file_;
+  bool early_ = false;  // model_file_ is a training checkpoint
   std::unique_ptr<ModelBank> bank_;
   StoreCache stores_;
   // forward_samples: per task, its graph (loaded on first use) and its input sections.

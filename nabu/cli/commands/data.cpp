@@ -3,6 +3,7 @@
 #include "nabu/catalog/recipe_sections.h"
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
 #include "nabu/processing/data_preparation.h"
@@ -40,7 +41,7 @@ int cmd_data(const std::vector<std::string>& args) {
   require(common.recipe, "recipe", "data");
   require(common.expdir, "expdir", "data");
   apply_common_options(common);
-  log_to_file(std::filesystem::path(common.expdir) / "run.log");
+  log_to_file(ExperimentLayout{common.expdir}.log());
   if (options.workers == 0) options.workers = common.threads;
   auto recipe = Recipe::load(common.recipe, common.overrides());
   for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);

@@ -3,6 +3,7 @@
 
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
@@ -49,7 +50,7 @@ int cmd_test(const std::vector<std::string>& args) {
                                         : Recipe::load(common.recipe, common.overrides());
   check_task_flag(recipe, options.task);
   if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
-  log_to_file(expdir / "run.log");
+  log_to_file(ExperimentLayout{expdir}.log());
   options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
   run_test(recipe, expdir, options);
   return 0;

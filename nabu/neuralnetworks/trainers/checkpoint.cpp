@@ -29,11 +29,11 @@ double read_double(torch::serialize::InputArchive& archive, const std::string& k
 
 }  // namespace
 
-std::optional<std::filesystem::path> resumable_checkpoint(const std::filesystem::path& logdir,
+std::optional<std::filesystem::path> resumable_checkpoint(const StageLayout& stage,
                                                           std::string* note) {
   std::vector<std::string> skipped;
-  for (const char* name : {"latest.pt", "latest.pt.prev", "validated.pt"}) {
-    auto path = logdir / name;
+  for (const auto& path : {stage.latest(), stage.latest_previous(), stage.validated()}) {
+    const std::string name = path.filename().string();
     if (!std::filesystem::exists(path)) {
       skipped.push_back(std::string(name) + " is missing");
       continue;
@@ -46,7 +46,7 @@ std::optional<std::filesystem::path> resumable_checkpoint(const std::filesystem:
       continue;
     }
     if (note)
-      *note = skipped.empty() || name == std::string("latest.pt")
+      *note = skipped.empty() || path == stage.latest()
                   ? ""
                   : "resuming from " + path.string() + ": " + join(skipped, ", ");
     return path;

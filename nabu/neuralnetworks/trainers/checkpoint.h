@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/experiment_layout.h"
 #include "nabu/neuralnetworks/trainers/stage_schedule.h"
 #include "nabu/pipeline/input_pipeline.h"
 
@@ -36,11 +37,11 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint
 TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
                                    const std::vector<torch::optim::Optimizer*>& optimizers);
 
-// The checkpoint a resumed stage continues from, in `logdir`: latest.pt, else latest.pt.prev,
-// else validated.pt, the first that exists and reads completely. `note` (when given) receives a
+// The checkpoint a resumed stage continues from: latest.pt, else latest.pt.prev, else
+// validated.pt, the first that exists and reads completely. `note` (when given) receives a
 // line saying which was taken and why the newer ones were not; empty when latest.pt was fine.
 // nullopt when there is none.
-std::optional<std::filesystem::path> resumable_checkpoint(const std::filesystem::path& logdir,
+std::optional<std::filesystem::path> resumable_checkpoint(const StageLayout& stage,
                                                           std::string* note = nullptr);
 
 // Removes the temporary files a killed writer left in `directory` ("<name>.tmp.<pid>.<n>").

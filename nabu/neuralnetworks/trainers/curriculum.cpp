@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
@@ -26,7 +27,7 @@ void write_stage_configs(const Recipe& recipe, const TrainerOptions& options,
               std::to_string(options.numbatches_to_aggregate.at(stage.index)), origin);
   section.set("initial_learning_rate", fmt::format("{}", stage.initial_learning_rate), origin);
   section.set("learning_rate_decay", fmt::format("{}", stage.learning_rate_decay), origin);
-  trainer.save(stage_dir / "trainer.cfg");
+  trainer.save(StageLayout{stage_dir}.trainer_cfg());
   ConfigFile database = recipe.get("database.conf");
   for (auto section_name : database.section_names()) {
     auto& db_section = database.section(section_name);
@@ -35,7 +36,7 @@ void write_stage_configs(const Recipe& recipe, const TrainerOptions& options,
                      (fs::path(db_section.get_string("store_dir")) / stage.segment_length).string(),
                      origin);
   }
-  database.save(stage_dir / "database.cfg");
+  database.save(StageLayout{stage_dir}.database_cfg());
 }
 
 nlohmann::json read_val_sum(const fs::path& path) {
@@ -54,24 +55,26 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
   const TrainerOptions options = read_trainer_options(recipe.get("trainer.cfg"));
   const auto stages = resolve_stages(options, settings.max_steps);
   const bool chief = communicator.is_chief();
+  const ExperimentLayout experiment{expdir};
   nlohmann::json val_sum =
-      settings.resume ? read_val_sum(expdir / "val_sum.json") : nlohmann::json::object();
+      settings.resume ? read_val_sum(experiment.val_sum()) : nlohmann::json::object();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageSettings& stage = stages[i];
-    fs::path stage_dir = expdir / stage.segment_length;
+    const StageLayout layout = experiment.stage(stage.segment_length);
+    const fs::path& stage_dir = layout.dir;
     if (chief) {
       ensure_directory(stage_dir);
       write_stage_configs(recipe, options, stage, stage_dir);
     }
     // Every rank decides on skipping, resuming and initialising from the same files.
     communicator.barrier();
-    auto checkpoint = resumable_checkpoint(stage_dir / "logdir");
+    auto checkpoint = resumable_checkpoint(layout);
     bool has_checkpoint = checkpoint.has_value();
-    if (stage.segment_length != "full" && fs::exists(stage_dir / "model" / "model.pt") &&
+    if (stage.segment_length != "full" && fs::exists(layout.model()) &&
         has_checkpoint && load_checkpoint(*checkpoint, {}).finished) {
       if (chief)
         spdlog::info("[{}] stage already trained ({}), skipped", stage.segment_length,
-                     (stage_dir / "model" / "model.pt").string());
+                     layout.model().string());
       continue;
     }
     fs::path init;
@@ -82,7 +85,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
           throw ConfigError(recipe.get("trainer.cfg").section("trainer").where("init_file") +
                             ": '" + options.init_file + "' does not exist");
       } else if (i > 0) {
-        fs::path previous = expdir / stages[i - 1].segment_length / "model" / "model.pt";
+        fs::path previous = experiment.stage(stages[i - 1].segment_length).model();
         if (fs::exists(previous)) init = previous;
       }
     }
@@ -104,11 +107,11 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
         val_sum[stage.segment_length] = std::round(result.best_validation * 1e5) / 1e5;
       }
     }
-    if (chief) write_file_atomic(expdir / "val_sum.json", val_sum.dump(2) + "\n");
+    if (chief) write_file_atomic(experiment.val_sum(), val_sum.dump(2) + "\n");
   }
   if (chief)
     spdlog::info("training done; the final model is {}",
-                 (expdir / "full" / "model" / "model.pt").string());
+                 experiment.final_model().string());
 }
 
 }  // namespace nabu

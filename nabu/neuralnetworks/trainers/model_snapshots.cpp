@@ -6,12 +6,13 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 
 namespace nabu {
 
 ModelSnapshots::ModelSnapshots(std::filesystem::path stage_dir, int average_checkpoints)
-    : stage_dir_(std::move(stage_dir)), best_dir_(stage_dir_ / "model" / "best"),
+    : stage_dir_(std::move(stage_dir)), best_dir_(StageLayout{stage_dir_}.best_dir()),
       average_checkpoints_(average_checkpoints) {
   auto index = best_dir_ / "best.json";
   if (average_checkpoints_ <= 0 || !std::filesystem::exists(index)) return;
@@ -54,12 +55,12 @@ void ModelSnapshots::save_index() const {
 }
 
 void ModelSnapshots::export_model(int64_t step, const ModelBank& bank) const {
-  bank.save(stage_dir_ / "model" / "export" / ("model_step" + std::to_string(step) + ".pt"));
+  bank.save(StageLayout{stage_dir_}.export_dir() / ("model_step" + std::to_string(step) + ".pt"));
 }
 
 void ModelSnapshots::keep_checkpoint(const std::filesystem::path& checkpoint,
                                      int64_t step) const {
-  auto kept = checkpoint.parent_path() / "kept" /
+  auto kept = StageLayout{stage_dir_}.kept_dir() /
               (checkpoint.stem().string() + "_step" + std::to_string(step) + ".pt");
   write_file_atomic(kept, read_file(checkpoint));
   spdlog::info("kept {}", kept.string());
@@ -69,7 +70,7 @@ int ModelSnapshots::write_average() const {
   if (average_checkpoints_ <= 0 || best_.empty()) return 0;
   std::vector<std::filesystem::path> files;
   for (const auto& kept : best_) files.push_back(best_dir_ / kept.file);
-  write_parameter_file(stage_dir_ / "model" / "model_avg.pt", average_parameter_files(files));
+  write_parameter_file(StageLayout{stage_dir_}.average_model(), average_parameter_files(files));
   return static_cast<int>(files.size());
 }
 

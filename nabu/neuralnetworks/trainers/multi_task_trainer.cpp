@@ -232,7 +232,7 @@ void MultiTaskTrainer::training_step() {
   {
     RECORD_USER_SCOPE("nabu::optimizer");
     update_->apply(sums, current_learning_rate(), state_.step,
-                   "the best validated model is kept in " + (logdir() / "validated.pt").string());
+                   "the best validated model is kept in " + layout().validated().string());
   }
   last_phases_ = PhaseTimes{};
   for (auto& task : tasks_) last_phases_ += task->times();
@@ -303,7 +303,7 @@ bool MultiTaskTrainer::validate() {
   if (decision.halve_lr && communicator_.is_chief())
     spdlog::info("[{}] halving the learning rate (factor {})", stage_.segment_length,
                  state_.validation.lr_factor);
-  auto validated_path = logdir() / "validated.pt";
+  auto validated_path = layout().validated();
   if (decision.save_validated && communicator_.is_chief()) save(validated_path, false);
   if (snapshots_) snapshots_->validated(total, state_.step, *bank_);
   if (decision.terminate) {
@@ -325,7 +325,7 @@ bool MultiTaskTrainer::validate() {
     state_.validation.lr_factor =
         validated.state.validation.lr_factor * (decision.halve_lr ? 0.5 : 1.0);
   }
-  if (communicator_.is_chief()) save(logdir() / "latest.pt", false);
+  if (communicator_.is_chief()) save(layout().latest(), false);
   pending_validation_seconds_ += seconds_since(start);
   return true;
 }
@@ -361,7 +361,7 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
 void MultiTaskTrainer::save(const std::filesystem::path& path, bool finished) {
   communicator_.tick();
   // The timers restart with the checkpoint they time, so the saved state holds them restarted.
-  const bool latest = path.filename() == "latest.pt";
+  const bool latest = path == layout().latest();
   const bool keep = latest && schedule_->keep_checkpoint_now(state_);
   if (latest) StageSchedule::checkpointed(state_);
   if (keep) StageSchedule::kept(state_);
@@ -393,7 +393,7 @@ void MultiTaskTrainer::restore_weights(const TrainingCheckpoint& checkpoint) {
 
 bool MultiTaskTrainer::resume() {
   std::string note;
-  auto path = settings_.resume ? resumable_checkpoint(logdir(), &note) : std::nullopt;
+  auto path = settings_.resume ? resumable_checkpoint(layout(), &note) : std::nullopt;
   if (!path) return false;
   if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
   auto checkpoint = load_checkpoint(*path, update_->optimizers());
@@ -409,9 +409,9 @@ void MultiTaskTrainer::stop_if_interrupted() {
   if (!communicator_.is_chief())
     throw Error("interrupted at step " + step + "; rank 0 writes the checkpoint; continue with "
                 "--resume");
-  save(logdir() / "latest.pt", false);
+  save(layout().latest(), false);
   throw Error("interrupted at step " + step + "; checkpoint written to " +
-              (logdir() / "latest.pt").string() + "; continue with --resume");
+              layout().latest().string() + "; continue with --resume");
 }
 
 void MultiTaskTrainer::after_update() {
@@ -433,16 +433,16 @@ void MultiTaskTrainer::after_update() {
   report.extra["phases"] = last_phases_.to_json();
   if (options_.log_norms) report.extra["norms"] = model_norms();
   progress_->step(report, schedule_->log_progress_now(state_));
-  if (schedule_->checkpoint_now(state_)) save(logdir() / "latest.pt", false);
+  if (schedule_->checkpoint_now(state_)) save(layout().latest(), false);
 }
 
 StageResult MultiTaskTrainer::run() {
   build();
-  ensure_directory(logdir());
-  ensure_directory(stage_dir_ / "model");
+  ensure_directory(layout().logdir());
+  ensure_directory(layout().model_dir());
   progress_ = std::make_unique<TrainingProgress>(
       stage_.segment_length,
-      communicator_.is_chief() ? stage_dir_ / "metrics.jsonl" : std::filesystem::path());
+      communicator_.is_chief() ? layout().metrics() : std::filesystem::path());
   schedule_ = std::make_unique<StageSchedule>(schedule_options());
   state_ = StageState{};
   state_.validation = schedule_->initial_validation(policy_ ? policy_->initial_state()
@@ -451,7 +451,7 @@ StageResult MultiTaskTrainer::run() {
                                              communicator_.is_chief());
   if (communicator_.is_chief()) {
     snapshots_ = std::make_unique<ModelSnapshots>(stage_dir_, options_.average_checkpoints);
-    remove_stale_temporaries(logdir());
+    remove_stale_temporaries(layout().logdir());
   }
   bool finished = resume();
   const int64_t limit = schedule_->options().limit();
@@ -485,7 +485,7 @@ StageResult MultiTaskTrainer::run() {
 StageResult MultiTaskTrainer::finish() {
   // The best validated model becomes the stage's model, also when the step limit ended the
   // stage (the original writes nothing then; docs/trainer.md).
-  auto validated = logdir() / "validated.pt";
+  auto validated = layout().validated();
   if (policy_ && std::filesystem::exists(validated)) {
     auto best = load_checkpoint(validated, {});
     torch::NoGradGuard no_grad;
@@ -493,11 +493,11 @@ StageResult MultiTaskTrainer::finish() {
       tensor.copy_(best.parameters.at(name));
   }
   if (communicator_.is_chief()) {
-    save(logdir() / "latest.pt", true);
-    bank_->save(stage_dir_ / "model" / "model.pt");
+    save(layout().latest(), true);
+    bank_->save(layout().model());
     if (int averaged = snapshots_->write_average())
       spdlog::info("[{}] {}: the average of the {} best validated models", stage_.segment_length,
-                   (stage_dir_ / "model" / "model_avg.pt").string(), averaged);
+                   layout().average_model().string(), averaged);
   }
   communicator_.barrier();
   StageResult result;
@@ -518,7 +518,7 @@ StageResult MultiTaskTrainer::finish() {
   if (communicator_.is_chief())
     spdlog::info("[{}] stage done after {} steps ({}); model written to {}", stage_.segment_length,
                  state_.step, stop_reason_.empty() ? "finished" : stop_reason_,
-                 (stage_dir_ / "model" / "model.pt").string());
+                 layout().model().string());
   return result;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/experiment_layout.h"
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/model_snapshots.h"
@@ -60,7 +61,7 @@ class MultiTaskTrainer : public StageTrainer {
   void restore_weights(const TrainingCheckpoint& checkpoint);
   void save(const std::filesystem::path& path, bool finished);
   double current_learning_rate() const;
-  std::filesystem::path logdir() const { return stage_dir_ / "logdir"; }
+  StageLayout layout() const { return {stage_dir_}; }
 
   const Recipe& recipe_;
   const TrainerOptions& options_;

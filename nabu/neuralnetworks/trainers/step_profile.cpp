@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 
@@ -63,7 +64,7 @@ void StepProfiler::finish() {
   recorder_.reset();  // writes the events into trace_
   std::string events = trace_.str();
   if (events.find('[') == std::string::npos) events = "[]";
-  auto path = stage_dir_ / "profile" /
+  auto path = StageLayout{stage_dir_}.profile_dir() /
               ("trace_" + std::to_string(range_.first) + "-" + std::to_string(range_.second) +
                ".json");
   write_file_atomic(path, "{\"traceEvents\": " + events + "}\n");

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/strings.h"
@@ -64,8 +65,8 @@ SweepSummary run_sweep(const SweepOptions& options) {
         name += "_dupl" + std::to_string(d);
       fs::path expdir = root / name;
       SweepRow row{name, "", nlohmann::json::object()};
-      bool finished = fs::exists(expdir / "val_sum.json") &&
-                      fs::exists(expdir / "full" / "model" / "model.pt");
+      const ExperimentLayout layout{expdir};
+      bool finished = fs::exists(layout.val_sum()) && fs::exists(layout.final_model());
       if (finished) {
         row.status = "done before";
       } else {
@@ -89,8 +90,8 @@ SweepSummary run_sweep(const SweepOptions& options) {
         }
         log_to_file(root / "sweep.log");
       }
-      if (fs::exists(expdir / "val_sum.json"))
-        row.val_sum = nlohmann::json::parse(read_file(expdir / "val_sum.json"));
+      if (fs::exists(layout.val_sum()))
+        row.val_sum = nlohmann::json::parse(read_file(layout.val_sum()));
       summary.rows.push_back(row);
     }
   }

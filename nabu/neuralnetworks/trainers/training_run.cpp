@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
@@ -24,10 +25,10 @@ void on_interrupt(int) { interrupt_requested = 1; }
 
 bool has_training(const fs::path& expdir) {
   std::error_code ec;
-  if (fs::exists(expdir / "val_sum.json", ec)) return true;
+  if (fs::exists(ExperimentLayout{expdir}.val_sum(), ec)) return true;
   if (!fs::is_directory(expdir, ec)) return false;
   for (const auto& entry : fs::directory_iterator(expdir, ec))
-    if (entry.is_directory() && fs::exists(entry.path() / "logdir")) return true;
+    if (entry.is_directory() && fs::exists(StageLayout{entry.path()}.logdir())) return true;
   return false;
 }
 
@@ -43,11 +44,11 @@ void record_run_options(const fs::path& expdir, const TrainingRunOptions& run) {
   nlohmann::json record = {{"seed", run.seed},
                            {"max_steps", run.max_steps},
                            {"deterministic", run.deterministic}};
-  write_file_atomic(expdir / "train_options.json", record.dump(2) + "\n");
+  write_file_atomic(ExperimentLayout{expdir}.train_options(), record.dump(2) + "\n");
 }
 
 TrainingRunOptions recorded_run_options(const fs::path& expdir, TrainingRunOptions run) {
-  fs::path path = expdir / "train_options.json";
+  fs::path path = ExperimentLayout{expdir}.train_options();
   if (!fs::exists(path)) return run;
   try {
     auto record = nlohmann::json::parse(read_file(path));
@@ -78,7 +79,7 @@ std::map<std::string, std::string> effective_overrides(const std::vector<std::st
 // applies, its last.
 void check_resumed_overrides(const fs::path& expdir, const std::vector<std::string>& sets) {
   if (sets.empty()) return;
-  fs::path record = expdir / "overrides.txt";
+  fs::path record = ExperimentLayout{expdir}.overrides();
   std::map<std::string, std::string> recorded =
       fs::exists(record) ? effective_overrides(split(read_file(record), '\n'))
                          : std::map<std::string, std::string>{};
@@ -105,16 +106,17 @@ Recipe prepare_experiment(const TrainingRunOptions& run) {
                   "start over with --overwrite, or pick another --expdir");
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(expdir, ec))
-      if (entry.is_directory() && fs::exists(entry.path() / "logdir")) fs::remove_all(entry.path());
-    fs::remove(expdir / "val_sum.json", ec);
+      if (entry.is_directory() && fs::exists(StageLayout{entry.path()}.logdir()))
+        fs::remove_all(entry.path());
+    fs::remove(ExperimentLayout{expdir}.val_sum(), ec);
   }
   Recipe recipe = Recipe::load(run.recipe, parse_overrides(run.sets));
   ensure_directory(expdir);
-  log_to_file(expdir / "run.log");
+  log_to_file(ExperimentLayout{expdir}.log());
   recipe.save_copy(expdir, list_sample_rates(recipe));
   std::string overrides;
   for (const auto& spec : run.sets) overrides += spec + "\n";
-  write_file_atomic(expdir / "overrides.txt", overrides);
+  write_file_atomic(ExperimentLayout{expdir}.overrides(), overrides);
   record_run_options(expdir, run);
   spdlog::info("training recipe {} in {}{}", run.recipe.string(), expdir.string(),
                run.sets.empty() ? "" : " with overrides: " + join(run.sets, " "));
@@ -140,7 +142,7 @@ void run_training(const TrainingRunOptions& requested) {
   // train_options.json is written last when an experiment is prepared: without it nothing was
   // trained yet. A rerun of the command that was killed that early (--resume added, as a job
   // scheduler does) then simply starts it, when it names the recipe.
-  if (checked.resume && !fs::exists(checked.expdir / "train_options.json") &&
+  if (checked.resume && !fs::exists(ExperimentLayout{checked.expdir}.train_options()) &&
       !checked.recipe.empty()) {
     spdlog::warn("nothing to resume in {} (no train_options.json): starting the experiment",
                  checked.expdir.string());
@@ -162,12 +164,13 @@ void run_training(const TrainingRunOptions& requested) {
 
   Recipe recipe;
   if (run.resume) {
-    if (!fs::exists(expdir / "trainer.cfg") || !fs::exists(expdir / "train_options.json"))
+    if (!fs::exists(expdir / "trainer.cfg") ||
+        !fs::exists(ExperimentLayout{expdir}.train_options()))
       throw Error(expdir.string() + " holds no experiment to resume (no train_options.json); "
                   "start it without --resume, or give --recipe");
     check_resumed_overrides(expdir, run.sets);
     recipe = Recipe::load(expdir);
-    if (chief) log_to_file(expdir / "run.log");
+    if (chief) log_to_file(ExperimentLayout{expdir}.log());
     spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
                  run.seed, fmt::join(run.max_steps, ","), run.deterministic ? ", deterministic" : "");
   } else if (!chief) {
