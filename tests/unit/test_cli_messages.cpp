@@ -13,26 +13,6 @@ using namespace nabu::testing;
 
 namespace {
 
-// A copy of the fixture recipe with `edits` (file -> (text, replacement)) applied.
-fs::path copy_fixture(const TempDir& dir,
-                      const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
-  const fs::path fixture = source_dir() / "tests" / "fixtures" / "MERL_DC_2spk";
-  fs::create_directories(dir / "recipe");
-  for (const auto& entry : fs::directory_iterator(fixture)) {
-    if (!entry.is_regular_file()) continue;
-    std::string name = entry.path().filename().string();
-    std::string text = read_text(entry.path());
-    auto range = edits.equal_range(name);
-    for (auto it = range.first; it != range.second; ++it) {
-      auto at = text.find(it->second.first);
-      EXPECT_NE(at, std::string::npos) << name << ": " << it->second.first;
-      if (at != std::string::npos) text.replace(at, it->second.first.size(), it->second.second);
-    }
-    write_text(dir / "recipe" / name, text);
-  }
-  return dir / "recipe";
-}
-
 std::string last_line(const std::string& output) {
   std::string text = output;
   while (!text.empty() && text.back() == '\n') text.pop_back();

@@ -2,6 +2,8 @@
 
 #include "nabu/core/error.h"
 
+#include <gtest/gtest.h>
+
 #include <sndfile.h>
 #include <unistd.h>
 
@@ -95,6 +97,26 @@ fs::path source_dir() { return fs::path(NABU_SOURCE_DIR); }
 fs::path reference_recipe_dir() {
   fs::path candidate = source_dir() / "tests" / "fixtures" / "MERL_DC_2spk";
   return fs::exists(candidate) ? candidate : fs::path();
+}
+
+// A copy of the fixture recipe with `edits` (file -> (text, replacement)) applied.
+fs::path copy_fixture(const TempDir& dir,
+                      const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
+  const fs::path fixture = source_dir() / "tests" / "fixtures" / "MERL_DC_2spk";
+  fs::create_directories(dir / "recipe");
+  for (const auto& entry : fs::directory_iterator(fixture)) {
+    if (!entry.is_regular_file()) continue;
+    std::string name = entry.path().filename().string();
+    std::string text = read_text(entry.path());
+    auto range = edits.equal_range(name);
+    for (auto it = range.first; it != range.second; ++it) {
+      auto at = text.find(it->second.first);
+      EXPECT_NE(at, std::string::npos) << name << ": " << it->second.first;
+      if (at != std::string::npos) text.replace(at, it->second.first.size(), it->second.second);
+    }
+    write_text(dir / "recipe" / name, text);
+  }
+  return dir / "recipe";
 }
 
 }  // namespace nabu::testing

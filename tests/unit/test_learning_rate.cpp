@@ -197,22 +197,6 @@ TEST(LearningRate, KeysOfAnotherScheduleAndMissingOnesAreErrorsNamingTheKey) {
   EXPECT_TRUE(has(message, "lr_schedule") && has(message, "cosine")) << message;
 }
 
-namespace {
-
-// The learning rate by update number (the last record of each update).
-std::map<int64_t, double> learning_rates_by_step(const fs::path& metrics) {
-  std::map<int64_t, double> rates;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto record = nlohmann::json::parse(line);
-    if (record["type"] == "train") rates[record["step"].get<int64_t>()] = record["lr"].get<double>();
-  }
-  return rates;
-}
-
-}  // namespace
-
 // A run killed mid-stage and resumed logs the uninterrupted run's learning rates at every update:
 // the schedule depends only on (step, num_steps, lr_factor), which the checkpoint holds.
 TEST_F(TrainingRun, ResumedRunHasTheUninterruptedRunsLearningRates) {
@@ -224,23 +208,14 @@ TEST_F(TrainingRun, ResumedRunHasTheUninterruptedRunsLearningRates) {
   auto uninterrupted = train("exp_a", options);
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
 
-  pid_t pid = spawn_nabu("train --expdir=exp_b " + tiny_dc(options), dir_.path(), dir_ / "b.log");
-  auto metrics = dir_ / "exp_b/100/metrics.jsonl";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (count_lines_with(metrics, "\"type\":\"validation\"") < 3 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it was killed: make it longer";
-  ASSERT_FALSE(fs::exists(dir_ / "exp_b/full")) << "killed too late";
+  kill_training_mid_first_stage(dir_, "exp_b", options);
+  if (::testing::Test::HasFatalFailure()) return;
 
   auto resumed = run_nabu("train --expdir=exp_b --resume --threads=1", dir_.path());
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   for (const std::string stage : {"100", "full"}) {
-    auto a = learning_rates_by_step(dir_ / ("exp_a/" + stage + "/metrics.jsonl"));
-    auto b = learning_rates_by_step(dir_ / ("exp_b/" + stage + "/metrics.jsonl"));
+    auto a = training_values_by_step(dir_ / ("exp_a/" + stage + "/metrics.jsonl"), "lr");
+    auto b = training_values_by_step(dir_ / ("exp_b/" + stage + "/metrics.jsonl"), "lr");
     ASSERT_EQ(a.size(), b.size()) << stage;
     ASSERT_GE(a.size(), 10u) << stage;
     for (const auto& [step, rate] : a) EXPECT_EQ(rate, b[step]) << stage << " update " << step;

@@ -20,26 +20,6 @@ using namespace nabu::testing;
 
 namespace {
 
-// A copy of the fixture recipe with `edits` (file -> (text, replacement)) applied.
-fs::path copy_fixture(const TempDir& dir,
-                      const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
-  const fs::path fixture = source_dir() / "tests" / "fixtures" / "MERL_DC_2spk";
-  fs::create_directories(dir / "recipe");
-  for (const auto& entry : fs::directory_iterator(fixture)) {
-    if (!entry.is_regular_file()) continue;
-    std::string name = entry.path().filename().string();
-    std::string text = read_text(entry.path());
-    auto range = edits.equal_range(name);
-    for (auto it = range.first; it != range.second; ++it) {
-      auto at = text.find(it->second.first);
-      EXPECT_NE(at, std::string::npos) << name << ": " << it->second.first;
-      if (at != std::string::npos) text.replace(at, it->second.first.size(), it->second.second);
-    }
-    write_text(dir / "recipe" / name, text);
-  }
-  return dir / "recipe";
-}
-
 bool has_line(const std::vector<std::string>& lines, const std::string& a, const std::string& b) {
   return std::any_of(lines.begin(), lines.end(), [&](const std::string& line) {
     return line.find(a) != std::string::npos && line.find(b) != std::string::npos;

@@ -49,16 +49,8 @@ void expect_resume_after_sigkill_bit_identical(const TempDir& dir_, const std::s
   ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.output;
 
   // Killed without warning once a few checkpoints exist, in the middle of the first stage.
-  pid_t pid = spawn_nabu("train --expdir=exp_b " + tiny_dc(options), dir_.path(), dir_ / "b.log");
-  auto metrics = dir_ / "exp_b/100/metrics.jsonl";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (count_lines_with(metrics, "\"type\":\"validation\"") < 3 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it was killed: make it longer";
-  ASSERT_FALSE(fs::exists(dir_ / "exp_b/full")) << "killed too late";
+  kill_training_mid_first_stage(dir_, "exp_b", options);
+  if (::testing::Test::HasFatalFailure()) return;
 
   // The seed, step limit and deterministic mode come from the first run's record.
   auto resumed = run_nabu("train --expdir=exp_b --resume --threads=1", dir_.path());

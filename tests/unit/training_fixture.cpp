@@ -1,6 +1,7 @@
 // The shared fixture of whole training runs (training_fixture.h).
 #include "training_fixture.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,16 +106,36 @@ void expect_same_parameters(const std::map<std::string, torch::Tensor>& a,
   }
 }
 
-// The training loss by update number (the last record of each update).
-std::map<int64_t, double> training_losses_by_step(const fs::path& metrics) {
-  std::map<int64_t, double> losses;
+std::map<int64_t, double> training_values_by_step(const fs::path& metrics,
+                                                  const std::string& field) {
+  std::map<int64_t, double> values;
   std::ifstream in(metrics);
   std::string line;
   while (std::getline(in, line)) {
     auto record = nlohmann::json::parse(line);
-    if (record["type"] == "train") losses[record["step"].get<int64_t>()] = record["loss"].get<double>();
+    if (record["type"] == "train") values[record["step"].get<int64_t>()] = record[field].get<double>();
   }
-  return losses;
+  return values;
+}
+
+std::map<int64_t, double> training_losses_by_step(const fs::path& metrics) {
+  return training_values_by_step(metrics, "loss");
+}
+
+void kill_training_mid_first_stage(const TempDir& dir, const std::string& expdir,
+                                   const std::string& options) {
+  pid_t pid = spawn_nabu("train --expdir=" + expdir + " " + tiny_dc(options), dir.path(),
+                         dir / (expdir + ".log"));
+  auto metrics = dir / (expdir + "/100/metrics.jsonl");
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (count_lines_with(metrics, "\"type\":\"validation\"") < 3 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it was killed: make it longer";
+  ASSERT_FALSE(fs::exists(dir / (expdir + "/full"))) << "killed too late";
 }
 
 // Starts nabu in the background; returns its pid.

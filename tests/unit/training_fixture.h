@@ -37,10 +37,18 @@ class TrainingRun : public ::testing::Test {
 
 void expect_same_parameters(const std::map<std::string, torch::Tensor>& a,
                             const std::map<std::string, torch::Tensor>& b, double tolerance);
-// The training loss by update number (the last record of each update).
+// A field of the training records by update number (the last record of each update).
+std::map<int64_t, double> training_values_by_step(const fs::path& metrics,
+                                                  const std::string& field);
+// The training loss by update number.
 std::map<int64_t, double> training_losses_by_step(const fs::path& metrics);
 // Validation losses in the order they were logged.
 std::vector<double> validation_losses(const fs::path& metrics);
+// `nabu train --expdir=<expdir> <tiny_dc(options)>` in `dir`, killed without warning (SIGKILL)
+// once its first stage logged three validations; fails the test when the run ended before or
+// reached its second stage.
+void kill_training_mid_first_stage(const TempDir& dir, const std::string& expdir,
+                                   const std::string& options);
 // Starts nabu in the background with its output in `log`; returns its pid.
 pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log);
 int count_lines_with(const fs::path& path, const std::string& text);
