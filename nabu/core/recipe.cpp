@@ -259,7 +259,9 @@ void Recipe::save_copy(const fs::path& target, const std::map<std::string, int>&
           }
         } else if (key == "meanandvar_dir" && section.name() != "globalvars") {
           // The statistics a processor normalises with, copied: separating needs them.
-          if (text == "globalvars") text = resolve_globalvars(section, config).get_string(key);
+          const ConfigSection* globals = config.find_section("globalvars");
+          if (text == "globalvars" && globals && globals->has(key))
+            text = globals->get_string(key);
           std::error_code ec;
           if (names_a_path(text) && fs::is_directory(text, ec)) {
             std::string source = absolute_path(text);
