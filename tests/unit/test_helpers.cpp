@@ -99,12 +99,10 @@ fs::path reference_recipe_dir() {
   return fs::exists(candidate) ? candidate : fs::path();
 }
 
-// A copy of the fixture recipe with `edits` (file -> (text, replacement)) applied.
-fs::path copy_fixture(const TempDir& dir,
-                      const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
-  const fs::path fixture = source_dir() / "tests" / "fixtures" / "MERL_DC_2spk";
+fs::path copy_recipe(const fs::path& from, const TempDir& dir,
+                     const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
   fs::create_directories(dir / "recipe");
-  for (const auto& entry : fs::directory_iterator(fixture)) {
+  for (const auto& entry : fs::directory_iterator(from)) {
     if (!entry.is_regular_file()) continue;
     std::string name = entry.path().filename().string();
     std::string text = read_text(entry.path());
@@ -117,6 +115,11 @@ fs::path copy_fixture(const TempDir& dir,
     write_text(dir / "recipe" / name, text);
   }
   return dir / "recipe";
+}
+
+fs::path copy_fixture(const TempDir& dir,
+                      const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
+  return copy_recipe(source_dir() / "tests" / "fixtures" / "MERL_DC_2spk", dir, edits);
 }
 
 }  // namespace nabu::testing

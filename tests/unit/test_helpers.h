@@ -42,8 +42,11 @@ CommandResult run_nabu(const std::string& args, const fs::path& cwd = fs::curren
 // The message of the nabu::Error that `action` throws ("" when it throws none).
 std::string error_of(const std::function<void()>& action);
 
-// A copy of tests/fixtures/MERL_DC_2spk in <dir>/recipe with `edits` (file -> (text,
-// replacement)) applied; a text that is not found fails the test.
+// A copy of the recipe folder `from` in <dir>/recipe with `edits` (file -> (text, replacement))
+// applied; a text that is not found fails the test.
+fs::path copy_recipe(const fs::path& from, const TempDir& dir,
+                     const std::multimap<std::string, std::pair<std::string, std::string>>& edits);
+// copy_recipe of tests/fixtures/MERL_DC_2spk.
 fs::path copy_fixture(const TempDir& dir,
                       const std::multimap<std::string, std::pair<std::string, std::string>>& edits);
 

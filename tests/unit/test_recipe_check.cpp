@@ -75,29 +75,6 @@ TEST(RecipeCheck, UnbuiltOutputHandlingIsOneProblem) {
       << joined(report.problems);
 }
 
-namespace {
-
-// A copy of the recipe folder `from` with `edits` (file -> (text, replacement)) applied.
-fs::path copy_recipe(const fs::path& from, const TempDir& dir,
-                     const std::multimap<std::string, std::pair<std::string, std::string>>& edits) {
-  fs::create_directories(dir / "recipe");
-  for (const auto& entry : fs::directory_iterator(from)) {
-    if (!entry.is_regular_file()) continue;
-    std::string name = entry.path().filename().string();
-    std::string text = read_text(entry.path());
-    auto range = edits.equal_range(name);
-    for (auto it = range.first; it != range.second; ++it) {
-      auto at = text.find(it->second.first);
-      EXPECT_NE(at, std::string::npos) << name << ": " << it->second.first;
-      if (at != std::string::npos) text.replace(at, it->second.first.size(), it->second.second);
-    }
-    write_text(dir / "recipe" / name, text);
-  }
-  return dir / "recipe";
-}
-
-}  // namespace
-
 // A file that does not parse is one problem naming file:line and the line, not "missing" with the
 // problems its absence implies (tasks whose models are "not in model_names", ...).
 TEST(RecipeCheck, AFileThatDoesNotParseIsOneProblem) {
