@@ -1,0 +1,284 @@
+"""Pure helpers of tools/make_recorded_corpus: which allowed Debian package file is which speaker,
+cutting recordings at pauses, packing short clips into utterances, and the measurements that
+reject clips which are not one clean voice. Standard library + numpy only; no file is written
+here, so everything is testable on synthetic signals (test_recorded_corpus.py)."""
+
+import os
+import re
+
+import numpy as np
+
+RATE = 8000
+FRAME = RATE // 100                 # 10 ms frames for pause detection
+MIN_SECONDS, MAX_SECONDS = 2.0, 12.0
+PAUSE_SECONDS = 0.3                 # a pause at least this long may end an utterance
+# Pieces of a clip shorter than MIN_SECONDS (a word, a letter, a hedgehog's shout) are packed per
+# speaker, in file order, with GAP_SECONDS of silence between them, until TARGET_SECONDS.
+GAP_SECONDS = 0.25
+TARGET_SECONDS = 5.0
+MIN_FRAGMENT_SECONDS = 0.25         # less speech than this is a click or a breath, not a word
+SPEECH_FLOOR_DB = -40.0             # a frame is speech within 40 dB of the clip's loudest frame
+ABSOLUTE_FLOOR_DBFS = -60.0         # ... and above this, so digital near-silence is never speech
+
+
+# --- which file is whom -------------------------------------------------------------------------
+
+# The only packages whose recordings may be trained on (issue 33). Every input file must lie under
+# one of these folders AND be listed by dpkg as belonging to the package (both are checked).
+ALLOWED_PACKAGES = {
+    "tuxpaint-stamps-default": ("/usr/share/tuxpaint/stamps/",),
+    "fillets-ng-data": ("/usr/share/games/fillets-ng/",),
+    "fillets-ng-data-cs": ("/usr/share/games/fillets-ng/",),
+    "fillets-ng-data-nl": ("/usr/share/games/fillets-ng/",),
+    "klettres-data": ("/usr/share/klettres/",),
+    "ktuberling-data": ("/usr/share/ktuberling/sounds/",),
+    "hedgewars-data": ("/usr/share/games/hedgewars/Data/Sounds/voices/",),
+}
+# Packages that are evaluation only, named so that the guard's message can say why.
+EVALUATION_ONLY = ("codec2-examples", "pocketsphinx-testdata")
+AUDIO_SUFFIXES = (".ogg", ".wav", ".flac")
+
+
+def allowed_prefix(package, path):
+    """True if path lies under one of the fixed folders of an allowed package."""
+    return any(path.startswith(prefix) for prefix in ALLOWED_PACKAGES.get(package, ()))
+
+
+def _safe(text):
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
+
+
+def speaker_of(package, path):
+    """(speaker id, language) of one package file, or (None, why not) when the file is not a
+    voice this corpus can attribute to one person (music, effects, minor characters).
+
+    The identities (data/README.md, "Recorded training corpus"):
+    - tuxpaint-stamps-default: <stamp>_desc_<lang>.ogg are spoken descriptions; the changelog
+      credits one reader per language (fr: Jacques Chion and PaulK, so French is less sure).
+      Numbers and letters (stamps/symbols/) were credited separately in places (Schoolsplay,
+      John Arundel), but their median F0 matches the same language's other stamps within 5% in
+      all seven languages that have both, so they are the same speaker; a clip by someone else
+      falls to the other_voice rule. _desc.ogg without a language is English.
+    - fillets-ng-data(-cs, -nl): sound/<level>/<lang>/<prefix>-<actor>-<line>.ogg; actor m is the
+      small fish and v the big fish, one actor each per language. Other actor codes are minor
+      characters (parrot, skull, robots...) whose actors are not credited: left out.
+    - klettres-data: <lang>/{alpha,syllab}/: one reader per language folder.
+    - ktuberling-data: sounds/<lang>/: one reader per language folder.
+    - hedgewars-data: Sounds/voices/<pack>/: one voice pack, one speaker.
+    """
+    name = os.path.basename(path)
+    stem, suffix = os.path.splitext(name)
+    if suffix.lower() not in AUDIO_SUFFIXES:
+        return None, "not audio"
+    parts = path.split("/")
+    if package == "tuxpaint-stamps-default":
+        match = re.match(r".*_desc(?:_([A-Za-z@]+))?$", stem)
+        if not match:
+            return None, "sound effect"
+        language = match.group(1) or "en"
+        return "tux_%s" % _safe(language), language
+    if package.startswith("fillets-ng-data"):
+        if "/sound/" not in path or len(parts) < 3:
+            return None, "music"
+        language = parts[-2]
+        fields = stem.split("-")
+        if language not in ("cs", "nl", "en") or len(fields) < 3 or fields[1] not in ("m", "v"):
+            return None, "minor character or effect"
+        return "fil_%s_%s" % (language, fields[1]), language
+    if package == "klettres-data":
+        language = path[len("/usr/share/klettres/"):].split("/")[0]
+        return "kle_%s" % _safe(language), language
+    if package == "ktuberling-data":
+        language = parts[-2]
+        return "ktu_%s" % _safe(language), language
+    if package == "hedgewars-data":
+        pack = parts[-2]
+        languages = {"es": "es", "pl": "pl", "ru": "ru", "uk": "uk"}
+        language = languages.get(pack.rsplit("_", 1)[-1], "ru" if pack == "Russian" else "en")
+        return "hw_%s" % _safe(pack), language
+    return None, "package not allowed"
+
+
+# --- cutting at pauses --------------------------------------------------------------------------
+
+def frame_energies(x, frame=FRAME):
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x) // frame
+    if n == 0:
+        return np.zeros(0)
+    return (x[: n * frame].reshape(n, frame) ** 2).mean(axis=1)
+
+
+def speech_frames(x, frame=FRAME):
+    """Boolean per frame: within |SPEECH_FLOOR_DB| of the loudest frame and above the absolute
+    floor (full scale is 32768)."""
+    energy = frame_energies(x, frame)
+    if len(energy) == 0 or energy.max() <= 0:
+        return np.zeros(len(energy), dtype=bool)
+    floor = max(energy.max() * 10 ** (SPEECH_FLOOR_DB / 10.0),
+                32768.0 ** 2 * 10 ** (ABSOLUTE_FLOOR_DBFS / 10.0))
+    return energy >= floor
+
+
+def speech_runs(active, min_pause):
+    """[a, b) frame ranges of speech separated by at least min_pause inactive frames."""
+    runs, start, last, silent = [], None, None, 0
+    for i, on in enumerate(active):
+        if on:
+            if start is None:
+                start = i
+            last, silent = i, 0
+        elif start is not None:
+            silent += 1
+            if silent >= min_pause:
+                runs.append((start, last + 1))
+                start = None
+    if start is not None:
+        runs.append((start, last + 1))
+    return runs
+
+
+def cut_at_pauses(x, rate=RATE):
+    """Splits one clip into (utterances, fragments): lists of (start, end) samples.
+
+    Runs of speech separated by PAUSE_SECONDS or more are joined greedily while the piece stays
+    within MAX_SECONDS; a single run longer than that is cut at its quietest frame (at least
+    MIN_SECONDS from either end). Pieces of MIN_SECONDS or more are utterances; shorter ones with
+    at least MIN_FRAGMENT_SECONDS of speech are fragments, to be packed with others of the same
+    speaker (pack_fragments). Each piece keeps 50 ms of margin on both sides.
+    """
+    frame = rate // 100
+    energy = frame_energies(x, frame)
+    active = speech_frames(x, frame)
+    runs = speech_runs(active, int(round(PAUSE_SECONDS * 100)))
+    longest = int(MAX_SECONDS * 100) - 10          # room for the margins
+    shortest = int(MIN_SECONDS * 100)
+
+    def cut(a, b):
+        if b - a <= longest:
+            return [(a, b)]
+        lo, hi = a + shortest, b - shortest
+        middle = lo + int(np.argmin(energy[lo:hi])) if hi > lo else (a + b) // 2
+        return cut(a, middle) + cut(middle, b)
+
+    pieces, current = [], None
+    for a, b in runs:
+        if current and b - current[0] <= longest:
+            current = (current[0], b)
+        else:
+            if current:
+                pieces.extend(cut(*current))
+            current = (a, b)
+    if current:
+        pieces.extend(cut(*current))
+    margin = rate // 20
+    utterances, fragments = [], []
+    for a, b in pieces:
+        start, end = max(0, a * frame - margin), min(len(x), b * frame + margin)
+        if end - start >= MIN_SECONDS * rate:
+            utterances.append((start, end))
+        elif active[a:b].sum() * frame >= MIN_FRAGMENT_SECONDS * rate:
+            fragments.append((start, end))
+    return utterances, fragments
+
+
+def pack_fragments(lengths, rate=RATE):
+    """Groups consecutive fragments (their lengths in samples, in a fixed order) into utterances:
+    a group closes once it reaches TARGET_SECONDS with GAP_SECONDS between its fragments; a
+    fragment that would push it past MAX_SECONDS starts the next group. A last group shorter than
+    MIN_SECONDS joins the previous one if that stays within MAX_SECONDS, else it is dropped.
+    Returns lists of indices."""
+    gap = int(GAP_SECONDS * rate)
+    groups, current, total = [], [], 0
+    for i, length in enumerate(lengths):
+        added = length + (gap if current else 0)
+        if current and total + added > MAX_SECONDS * rate:
+            groups.append(current)
+            current, total, added = [], 0, length
+        current.append(i)
+        total += added
+        if total >= TARGET_SECONDS * rate:
+            groups.append(current)
+            current, total = [], 0
+    if current:
+        if total >= MIN_SECONDS * rate:
+            groups.append(current)
+        elif groups and group_samples([lengths[j] for j in groups[-1] + current], rate) \
+                <= MAX_SECONDS * rate:
+            groups[-1] = groups[-1] + current
+    return groups
+
+
+def group_samples(lengths, rate=RATE):
+    return sum(lengths) + int(GAP_SECONDS * rate) * max(0, len(lengths) - 1)
+
+
+def join_fragments(pieces, rate=RATE):
+    """The int16 utterance of packed fragments: each followed by GAP_SECONDS of silence."""
+    gap = np.zeros(int(GAP_SECONDS * rate), dtype=np.int16)
+    out = []
+    for i, piece in enumerate(pieces):
+        if i:
+            out.append(gap)
+        out.append(np.asarray(piece, dtype=np.int16))
+    return np.concatenate(out)
+
+
+# --- is it one clean voice? ---------------------------------------------------------------------
+
+def clipped_fraction(x):
+    """Fraction of samples in runs of 3 or more at the clip's largest magnitude, when that is
+    within 1 dB of full scale: flat tops of a clipped recording (one extreme sample is not)."""
+    x = np.abs(np.asarray(x, dtype=np.int32))
+    if len(x) == 0:
+        return 0.0
+    peak = x.max()
+    if peak < 32767 * 10 ** (-1 / 20.0):
+        return 0.0
+    at_peak = x >= peak - 1
+    # Samples whose neighbours on both sides are at the peak too: the middle of a flat run.
+    inner = at_peak[1:-1] & at_peak[:-2] & at_peak[2:]
+    return float(inner.sum()) / len(x)
+
+
+def voice_features(x, rate=RATE):
+    """Measures of one clip at 8 kHz, over its speech frames (40 ms, hop 20 ms, within 30 dB of
+    the loudest): voiced fraction (normalised autocorrelation peak > 0.5 at a lag of 60-400 Hz),
+    median F0 and its spread (interquartile range in semitones) over voiced frames, median
+    spectral flatness (300-3400 Hz), the ratio in dB of loud (95th percentile) to quiet (10th
+    percentile) 20 ms frames, and the seconds of speech."""
+    x = np.asarray(x, dtype=np.float64)
+    length, hop = rate // 25, rate // 50
+    result = dict(voiced=0.0, f0=0.0, f0_spread=0.0, flatness=1.0, dynamic_db=0.0, speech=0.0)
+    if len(x) < length:
+        return result
+    count = 1 + (len(x) - length) // hop
+    index = np.arange(length)[None, :] + hop * np.arange(count)[:, None]
+    frames = x[index]
+    frames = frames - frames.mean(axis=1, keepdims=True)
+    power = (frames ** 2).mean(axis=1)
+    if power.max() <= 0:
+        return result
+    loud = power >= power.max() * 10 ** (-30 / 10.0)
+    quiet = np.percentile(power, 10)
+    result["dynamic_db"] = float(10 * np.log10(np.percentile(power, 95) / max(quiet, 1.0)))
+    frames = frames[loud]
+    result["speech"] = float(loud.sum()) * hop / rate
+    window = np.hanning(length)
+    spectrum = np.abs(np.fft.rfft(frames * window, 2 * length, axis=1)) ** 2
+    correlation = np.fft.irfft(spectrum, axis=1)[:, :length]
+    lo, hi = rate // 400, rate // 60
+    lags = lo + np.argmax(correlation[:, lo:hi], axis=1)
+    peaks = correlation[np.arange(len(frames)), lags] / np.maximum(correlation[:, 0], 1e-9)
+    voiced = peaks > 0.5
+    result["voiced"] = float(voiced.mean())
+    if voiced.any():
+        f0 = rate / lags[voiced].astype(np.float64)
+        result["f0"] = float(np.median(f0))
+        semitones = 12 * np.log2(f0)
+        result["f0_spread"] = float(np.percentile(semitones, 75) - np.percentile(semitones, 25))
+    bins = np.fft.rfftfreq(2 * length, 1.0 / rate)
+    band = spectrum[:, (bins >= 300) & (bins <= 3400)] + 1e-9
+    flatness = np.exp(np.log(band).mean(axis=1)) / band.mean(axis=1)
+    result["flatness"] = float(np.median(flatness))
+    return result

@@ -1,0 +1,328 @@
+"""Tests of tools/make_recorded_corpus and tools/corpus/recorded_voices.py.
+Run: /usr/bin/python3 -m unittest discover -s tools/corpus -p "test_*.py"
+
+The helpers are tested on synthetic signals; the end-to-end tests need sox and the seven allowed
+packages (./run installs them) and are skipped, with the reason, where those are missing.
+"""
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+sys.path.insert(0, HERE)
+import recorded_voices as rv  # noqa: E402
+import toy_audio  # noqa: E402
+
+REPOSITORY = os.path.dirname(os.path.dirname(HERE))
+SCRIPT = os.path.join(REPOSITORY, "tools", "make_recorded_corpus")
+_loader = importlib.machinery.SourceFileLoader("make_recorded_corpus", SCRIPT)
+_spec = importlib.util.spec_from_loader(_loader.name, _loader)
+corpus = importlib.util.module_from_spec(_spec)
+_loader.exec_module(corpus)
+
+RATE = rv.RATE
+# Recordings that are evaluation only (tools/make_recorded_eval_set), never training material.
+EVALUATION_FOLDERS = ("/usr/share/codec2", "/usr/share/pocketsphinx")
+
+
+def voice(f0, seconds, vibrato=0.0, level=8000.0):
+    """A harmonic tone whose pitch moves by +-vibrato semitones at 3 Hz: voiced like a vowel."""
+    t = np.arange(int(seconds * RATE)) / float(RATE)
+    pitch = f0 * 2 ** (vibrato * np.sin(2 * np.pi * 3 * t) / 12.0)
+    phase = 2 * np.pi * np.cumsum(pitch) / RATE
+    return sum(np.sin(h * phase) / h for h in range(1, 8)) * level / 2.5
+
+
+def silence(seconds):
+    return np.zeros(int(seconds * RATE))
+
+
+def installed(package):
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, universal_newlines=True)
+    return done.returncode == 0 and "install ok installed" in done.stdout
+
+
+class CutTest(unittest.TestCase):
+    def test_pauses_join_runs_up_to_the_longest_utterance(self):
+        # 3 s + 0.5 s pause + 4 s join (7.5 s); 7 s more would pass 12 s, so it is its own.
+        x = np.concatenate([voice(120, 3), silence(0.5), voice(120, 4), silence(0.5),
+                            voice(120, 7), silence(0.4)])
+        utterances, fragments = rv.cut_at_pauses(x.astype(np.int16))
+        seconds = [(a / float(RATE), b / float(RATE)) for a, b in utterances]
+        self.assertEqual(fragments, [])
+        self.assertEqual(len(seconds), 2, seconds)
+        self.assertAlmostEqual(seconds[0][0], 0.0, delta=0.01)
+        self.assertAlmostEqual(seconds[0][1], 7.55, delta=0.02)
+        self.assertAlmostEqual(seconds[1][0], 7.95, delta=0.02)
+        self.assertAlmostEqual(seconds[1][1], 15.05, delta=0.02)
+
+    def test_short_speech_is_a_fragment_and_a_click_is_nothing(self):
+        x = np.concatenate([silence(0.5), voice(200, 0.8), silence(1.0)])
+        utterances, fragments = rv.cut_at_pauses(x.astype(np.int16))
+        self.assertEqual(utterances, [])
+        self.assertEqual(len(fragments), 1)
+        a, b = fragments[0]
+        self.assertAlmostEqual(a / float(RATE), 0.45, delta=0.02)
+        self.assertAlmostEqual(b / float(RATE), 1.35, delta=0.02)
+        click = np.concatenate([silence(0.5), voice(200, 0.05), silence(1.0)])
+        self.assertEqual(rv.cut_at_pauses(click.astype(np.int16)), ([], []))
+
+    def test_long_speech_without_pauses_is_cut_within_bounds(self):
+        x = voice(150, 30, vibrato=2)
+        utterances, _ = rv.cut_at_pauses(x.astype(np.int16))
+        self.assertGreaterEqual(len(utterances), 3)
+        for a, b in utterances:
+            self.assertGreaterEqual((b - a) / float(RATE), rv.MIN_SECONDS)
+            self.assertLessEqual((b - a) / float(RATE), rv.MAX_SECONDS)
+        self.assertEqual(utterances[-1][1], len(x))
+
+    def test_silence_and_near_silence_have_no_speech(self):
+        self.assertEqual(rv.cut_at_pauses(np.zeros(16000, np.int16)), ([], []))
+        hiss = np.random.RandomState(1).normal(0, 10, 16000).astype(np.int16)   # -70 dBFS
+        self.assertEqual(rv.cut_at_pauses(hiss), ([], []))
+
+
+class PackTest(unittest.TestCase):
+    def test_fragments_are_packed_to_the_target_and_the_rest_joins_the_last(self):
+        second = RATE
+        groups = rv.pack_fragments([second] * 12)
+        # 5 fragments reach 5 s (6 s with gaps); the last two make 2.25 s, enough alone.
+        self.assertEqual(groups, [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]])
+        # A lone leftover under MIN_SECONDS joins the previous group when that stays <= 12 s.
+        self.assertEqual(rv.pack_fragments([second] * 6), [[0, 1, 2, 3, 4, 5]])
+        for lengths in ([second] * 12, [int(1.9 * second)] * 9, [int(0.3 * second)] * 40):
+            for group in rv.pack_fragments(lengths):
+                total = rv.group_samples([lengths[i] for i in group])
+                self.assertGreaterEqual(total, rv.MIN_SECONDS * RATE)
+                self.assertLessEqual(total, rv.MAX_SECONDS * RATE)
+
+    def test_too_little_speech_makes_no_utterance(self):
+        self.assertEqual(rv.pack_fragments([RATE // 2, RATE // 2]), [])
+
+    def test_joined_fragments_have_gaps_of_silence(self):
+        pieces = [np.full(100, 7, np.int16), np.full(50, 9, np.int16)]
+        joined = rv.join_fragments(pieces)
+        gap = int(rv.GAP_SECONDS * RATE)
+        self.assertEqual(len(joined), rv.group_samples([100, 50]))
+        self.assertTrue((joined[100:100 + gap] == 0).all())
+        self.assertTrue((joined[100 + gap:] == 9).all())
+
+
+class FeatureTest(unittest.TestCase):
+    def test_a_voice_is_voiced_at_its_pitch_with_a_spread(self):
+        x = np.concatenate([voice(140, 1.5, vibrato=3), silence(0.5)])
+        f = rv.voice_features(x)
+        self.assertGreater(f["voiced"], 0.9)
+        self.assertAlmostEqual(f["f0"], 140, delta=10)
+        self.assertGreater(f["f0_spread"], corpus.MIN_SPEAKER_F0_SPREAD)
+        self.assertGreater(f["dynamic_db"], corpus.MIN_DYNAMIC_DB)
+        self.assertLess(f["flatness"], corpus.MAX_FLATNESS)
+        self.assertIsNone(corpus.clip_rule(dict(f, clipped=0.0)))
+
+    def test_a_monotone_voice_has_no_spread(self):
+        f = rv.voice_features(voice(230, 1.5))
+        self.assertLess(f["f0_spread"], corpus.MIN_SPEAKER_F0_SPREAD)
+
+    def test_noise_is_unvoiced_and_flat(self):
+        x = np.random.RandomState(2).normal(0, 3000, 2 * RATE)
+        x[:RATE // 2] *= 0.001
+        f = rv.voice_features(x)
+        self.assertLess(f["voiced"], corpus.MIN_VOICED)
+        self.assertGreater(f["flatness"], corpus.MAX_FLATNESS)
+        self.assertEqual(corpus.clip_rule(dict(f, clipped=0.0)), "unvoiced")
+
+    def test_speech_over_a_steady_background_is_noisy(self):
+        rng = np.random.RandomState(3)
+        x = np.concatenate([voice(120, 1.0, vibrato=2), silence(1.0)])
+        x += rng.normal(0, 1500, len(x))
+        f = rv.voice_features(x)
+        self.assertEqual(corpus.clip_rule(dict(f, clipped=0.0)), "noisy")
+
+    def test_clipping_counts_flat_tops_only(self):
+        sine = 40000 * np.sin(2 * np.pi * 200 * np.arange(RATE) / 44100.0)
+        clipped = np.clip(sine, -32768, 32767).astype(np.int16)
+        self.assertGreater(rv.clipped_fraction(clipped), corpus.MAX_CLIPPED)
+        self.assertEqual(rv.clipped_fraction((sine * 0.8).astype(np.int16)), 0.0)
+        self.assertEqual(corpus.clip_rule(dict(voiced=1, dynamic_db=40, flatness=0.01,
+                                               clipped=0.05)), "clipped")
+
+
+class SpeakerTest(unittest.TestCase):
+    def test_speakers_follow_the_package_layouts(self):
+        cases = [
+            ("fillets-ng-data-cs", "/usr/share/games/fillets-ng/sound/airplane/cs/let-m-oko.ogg",
+             ("fil_cs_m", "cs")),
+            ("fillets-ng-data-nl", "/usr/share/games/fillets-ng/sound/keys/nl/kl-v-x.ogg",
+             ("fil_nl_v", "nl")),
+            ("fillets-ng-data-cs", "/usr/share/games/fillets-ng/sound/cabin1/cs/k1-pap-kruci.ogg",
+             (None, "minor character or effect")),
+            ("tuxpaint-stamps-default",
+             "/usr/share/tuxpaint/stamps/animals/amphibians/frog-1_desc_fr.ogg", ("tux_fr", "fr")),
+            ("tuxpaint-stamps-default", "/usr/share/tuxpaint/stamps/symbols/math/7_desc_es.ogg",
+             ("tux_es", "es")),
+            ("tuxpaint-stamps-default", "/usr/share/tuxpaint/stamps/animals/frog-1_desc.ogg",
+             ("tux_en", "en")),
+            ("tuxpaint-stamps-default", "/usr/share/tuxpaint/stamps/animals/frog-1.ogg",
+             (None, "sound effect")),
+            ("klettres-data", "/usr/share/klettres/en_GB/alpha/a.ogg", ("kle_en-gb", "en_GB")),
+            ("ktuberling-data", "/usr/share/ktuberling/sounds/sr@latin/uvo.ogg",
+             ("ktu_sr-latin", "sr@latin")),
+            ("hedgewars-data", "/usr/share/games/hedgewars/Data/Sounds/voices/Default_uk/Ow1.ogg",
+             ("hw_default-uk", "uk")),
+        ]
+        for package, path, expected in cases:
+            self.assertEqual(rv.speaker_of(package, path), expected, path)
+
+    def test_split_groups_keep_possible_same_persons_together(self):
+        self.assertEqual(corpus.split_group("tux_fr"), corpus.split_group("kle_fr"))
+        self.assertEqual(corpus.split_group("kle_fr"), corpus.split_group("ktu_fr"))
+        self.assertEqual(corpus.split_group("hw_robot"), corpus.split_group("hw_default"))
+        self.assertNotEqual(corpus.split_group("fil_cs_m"), corpus.split_group("fil_cs_v"))
+
+    def test_splits_are_speaker_disjoint_deterministic_and_keep_big_speakers_in_training(self):
+        speakers = {"kle_%02d" % i: dict(seconds=60.0 * (1 + i % 5)) for i in range(40)}
+        speakers["fil_cs_m"] = dict(seconds=40 * 60.0)
+        split = corpus.assign_splits(speakers, seed=3)
+        self.assertEqual(split, corpus.assign_splits(speakers, seed=3))
+        self.assertEqual(split["fil_cs_m"], "tr")
+        self.assertEqual(sum(v == "tt" for v in split.values()), 3)
+        self.assertEqual(sum(v == "cv" for v in split.values()), 3)
+
+    def test_the_guard_refuses_evaluation_and_foreign_files(self):
+        codec2 = "/usr/share/codec2/wav/hts1a.wav"
+        for package, path, owned in (
+                ("codec2-examples", codec2, {codec2}),
+                ("pocketsphinx-testdata", "/usr/share/pocketsphinx/test/data/numbers.raw", set()),
+                ("klettres-data", codec2, {codec2}),
+                ("klettres-data", "/usr/share/klettres/en/alpha/a.ogg", set())):
+            with self.assertRaises(toy_audio.CorpusError) as caught:
+                corpus.check_provenance(package, path, owned)
+            self.assertIn("refusing", str(caught.exception))
+        self.assertFalse(any(rv.allowed_prefix(p, codec2) for p in rv.ALLOWED_PACKAGES))
+
+    @unittest.skipUnless(shutil.which("dpkg-query"), "needs dpkg-query")
+    def test_a_missing_package_is_named_with_the_command_that_installs_it(self):
+        with self.assertRaises(toy_audio.CorpusError) as caught:
+            corpus.package_files("nabu-no-such-package")
+        self.assertIn("nabu-no-such-package is not installed", str(caught.exception))
+        self.assertIn("apt-get install -y", str(caught.exception))
+
+
+TINY_PACKAGES = ("fillets-ng-data-cs", "klettres-data", "ktuberling-data")
+TINY = ["--packages=" + ",".join(TINY_PACKAGES), "--max-files=4", "--min-speaker-seconds=3"]
+
+
+def tree_digest(root):
+    """{relative path: sha1} of every file under root."""
+    digests = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                digests[os.path.relpath(path, root)] = hashlib.sha1(f.read()).hexdigest()
+    return digests
+
+
+@unittest.skipUnless(shutil.which("sox") and all(installed(p) for p in TINY_PACKAGES),
+                     "needs sox and %s (./run installs them)" % " ".join(TINY_PACKAGES))
+class EndToEndTest(unittest.TestCase):
+    def run_script(self, *args):
+        return subprocess.run([SCRIPT] + list(args), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True)
+
+    def check_corpus(self, root):
+        lists = {}
+        owner = {}
+        for split in corpus.SPLITS:
+            with open(os.path.join(root, split + "_wav.scp")) as f:
+                scp = [line.split() for line in f]
+            with open(os.path.join(root, split + "_utt2spk")) as f:
+                utt2spk = [line.split() for line in f]
+            self.assertEqual([r[0] for r in scp], [r[0] for r in utt2spk])
+            for (utt, path), (_, speaker) in zip(scp, utt2spk):
+                self.assertEqual(owner.setdefault(speaker, split), split, speaker)
+                self.assertTrue(utt.startswith(speaker + "_"))
+                lists[utt] = (path, split)
+        self.assertGreater(len(set(owner.values())), 1)
+        for utt, (path, _) in lists.items():
+            samples, rate = toy_audio.read_wav(path)   # 16-bit mono, or it raises
+            self.assertEqual(rate, 8000)
+            self.assertGreaterEqual(len(samples), rv.MIN_SECONDS * rate - 1)
+            self.assertLessEqual(len(samples), rv.MAX_SECONDS * rate + 1)
+        with open(os.path.join(root, "index.tsv")) as f:
+            rows = [line.rstrip("\n").split("\t") for line in f.readlines()[1:]]
+        self.assertEqual(set(r[0] for r in rows), set(lists))
+        assert_training_origins_allowed(self, rows)
+
+    def test_tiny_corpus_is_checked_deterministic_and_idempotent(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "rc")
+            done = self.run_script("--root=" + root, *TINY)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("removed", done.stdout)
+            self.check_corpus(root)
+            first = tree_digest(root)
+            again = self.run_script("--root=" + root, *TINY)
+            self.assertIn("nothing to do", again.stdout)
+            self.assertEqual(self.run_script("--verify", "--root=" + root).returncode, 0)
+            # Other arguments regenerate; the original ones, on one job, give the same bytes.
+            self.assertEqual(self.run_script("--root=" + root, "--seed=5", *TINY).returncode, 0)
+            done = self.run_script("--root=" + root, "--jobs=1", *TINY)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertEqual(tree_digest(root), first)
+
+    def test_refuses_a_folder_it_did_not_make_and_a_package_not_allowed(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "precious.txt"), "w") as f:
+                f.write("keep")
+            done = self.run_script("--root=" + tmp, *TINY)
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("refusing to write into it", done.stderr)
+            self.assertTrue(os.path.exists(os.path.join(tmp, "precious.txt")))
+            done = self.run_script("--root=" + tmp, "--packages=codec2-examples")
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("not allowed for training", done.stderr)
+
+
+def assert_training_origins_allowed(test, rows):
+    """No tr or cv utterance comes from outside the seven allowed packages: by the package
+    column, the folders, and by asking dpkg who owns each file."""
+    origins = sorted(set(r[4] for r in rows if r[2] in ("tr", "cv")))
+    test.assertTrue(origins)
+    for row in rows:
+        test.assertIn(row[3], rv.ALLOWED_PACKAGES)
+        test.assertTrue(rv.allowed_prefix(row[3], row[4]), row[4])
+        test.assertFalse(row[4].startswith(EVALUATION_FOLDERS), row[4])
+    for i in range(0, len(origins), 500):
+        done = subprocess.run(["dpkg-query", "-S"] + origins[i:i + 500], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, universal_newlines=True)
+        test.assertEqual(done.returncode, 0, done.stderr)
+        for line in done.stdout.splitlines():
+            packages = line.split(": ", 1)[0].split(", ")
+            test.assertTrue(set(packages) <= set(rv.ALLOWED_PACKAGES), line)
+
+
+DEFAULT_ROOT = os.path.join(REPOSITORY, "data", "recorded_corpus")
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(DEFAULT_ROOT, ".complete")),
+                     "no data/recorded_corpus (tools/make_recorded_corpus makes it)")
+class DefaultCorpusTest(unittest.TestCase):
+    def test_training_lists_hold_only_allowed_packages(self):
+        with open(os.path.join(DEFAULT_ROOT, "index.tsv")) as f:
+            rows = [line.rstrip("\n").split("\t") for line in f.readlines()[1:]]
+        assert_training_origins_allowed(self, rows)
+
+
+if __name__ == "__main__":
+    unittest.main()
