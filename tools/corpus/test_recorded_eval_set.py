@@ -1,9 +1,11 @@
 """Tests of tools/make_recorded_eval_set. Run: /usr/bin/python3 -m unittest discover -s tools/corpus
 
-The end-to-end tests need sox, codec2-examples and pocketsphinx-testdata (./run installs them).
+The end-to-end tests need sox, codec2-examples and pocketsphinx-testdata (./run installs them);
+those of --from-corpus run on a small corpus written here, and on data/recorded_corpus when it exists.
 """
 
 import filecmp
+import glob
 import importlib.machinery
 import importlib.util
 import os
@@ -20,6 +22,7 @@ import toy_audio  # noqa: E402
 import toy_lists  # noqa: E402
 
 SCRIPT = os.path.join(os.path.dirname(HERE), "make_recorded_eval_set")
+REPO = os.path.dirname(os.path.dirname(HERE))
 _loader = importlib.machinery.SourceFileLoader("make_recorded_eval_set", SCRIPT)
 _spec = importlib.util.spec_from_loader(_loader.name, _loader)
 recorded = importlib.util.module_from_spec(_spec)
@@ -122,6 +125,138 @@ class EndToEndTest(unittest.TestCase):
             self.assertEqual(done.returncode, 1)
             self.assertIn("refusing to write into it", done.stderr)
             self.assertTrue(os.path.exists(os.path.join(tmp, "precious.txt")))
+
+
+class HeldoutPlanTest(unittest.TestCase):
+    def test_pairs_cross_split_groups_when_they_can(self):
+        groups = {"a": "lang_ca", "b": "lang_ca", "c": "lang_es", "d": "lang_he"}
+        pairs = recorded.heldout_pairs(groups)
+        self.assertEqual(pairs, [("a", "c"), ("a", "d"), ("b", "c"), ("b", "d"), ("c", "d")])
+        # One group only: every pair of different speakers.
+        self.assertEqual(recorded.heldout_pairs({"a": "g", "b": "g", "c": "g"}),
+                         [("a", "b"), ("a", "c"), ("b", "c")])
+
+    def test_plan_draws_only_the_given_pairs_equally_often(self):
+        groups = {"a": "g1", "b": "g1", "c": "g2", "d": "g3"}
+        utterances = {s: [dict(path="%s_%d" % (s, i)) for i in range(4)] for s in groups}
+        pairs = recorded.heldout_pairs(groups)
+        plan = recorded.plan_mixtures(utterances, 50, 2, pairs, prefix="heldout")
+        counts = {}
+        for mixture in plan:
+            (a, _), (b, _) = mixture["sources"]
+            self.assertNotEqual(groups[a], groups[b])
+            self.assertTrue(mixture["name"].startswith("heldout_"))
+            key = tuple(sorted((a, b)))
+            counts[key] = counts.get(key, 0) + 1
+        self.assertEqual(sorted(counts), pairs)
+        self.assertEqual(sorted(counts.values()), [10] * 5)
+        genders = {"a": "M", "b": "F", "c": "F", "d": "F"}
+        self.assertIn("50 mixtures of 5 speaker pairs (10-10 each): 30 same gender, "
+                      "20 different gender, 0 within one split group",
+                      recorded.describe_plan(plan, genders, groups))
+
+
+def write_corpus(root, speakers, utterances_per_speaker=3):
+    """A recorded corpus as tools/make_recorded_corpus lays it out: speakers are
+    (name, split, gender, group); each utterance is a 2-3 s harmonic tone at the speaker's F0."""
+    rows = ["speaker\tpackage\tlanguage\tgender\tmedian_f0_hz\tutterances\tminutes\tsplit"
+            "\tgroup\n"]
+    lists = {}
+    for number, (name, split, gender, group) in enumerate(speakers):
+        f0 = (110.0 if gender == "M" else 210.0) + 7 * number
+        rows.append("%s\tpkg\txx\t%s\t%.0f\t%d\t0.1\t%s\t%s\n"
+                    % (name, gender, f0, utterances_per_speaker, split, group))
+        for i in range(utterances_per_speaker):
+            utt = "%s_%04d" % (name, i + 1)
+            path = os.path.join(root, "utterances", name, utt + ".wav")
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            toy_audio.write_wav(path, tone(f0 * (1 + 0.03 * i), 2.0 + 0.5 * i).astype(np.int16))
+            lists.setdefault(split, []).append((utt, path, name))
+    toy_lists.write_text(os.path.join(root, "speakers.tsv"), "".join(rows))
+    for split in ("tr", "cv", "tt"):
+        entries = lists.get(split, [])
+        toy_lists.write_text(os.path.join(root, split + "_wav.scp"),
+                             "".join("%s %s\n" % (utt, path) for utt, path, _ in entries))
+        toy_lists.write_text(os.path.join(root, split + "_utt2spk"),
+                             "".join("%s %s\n" % (utt, name) for utt, _, name in entries))
+    toy_lists.write_text(os.path.join(root, ".complete"), "{}\n")
+
+
+class HeldoutEndToEndTest(unittest.TestCase):
+    SPEAKERS = [("kle_xx", "tt", "F", "lang_xx"), ("ktu_xx", "tt", "F", "lang_xx"),
+                ("tux_yy", "tt", "M", "lang_yy"), ("tux_zz", "tr", "M", "lang_zz")]
+
+    def run_script(self, *args, cwd=None):
+        return subprocess.run([SCRIPT] + list(args), stdout=subprocess.PIPE, cwd=cwd,
+                              stderr=subprocess.PIPE, universal_newlines=True)
+
+    def test_mixes_held_out_speakers_of_different_groups_deterministically(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = os.path.join(tmp, "corpus")
+            write_corpus(corpus, self.SPEAKERS)
+            roots = [os.path.join(tmp, name) for name in ("a", "b")]
+            for root in roots:
+                done = self.run_script("--from-corpus=" + corpus, "--mixtures=6", "--root=" + root)
+                self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("3 speakers (2 F) of 2 split groups", done.stdout)
+            self.assertIn("6 mixtures of 2 speaker pairs (3-3 each): 0 same gender, "
+                          "6 different gender, 0 within one split group", done.stdout)
+            directory = os.path.join(roots[0], "2speakers", "wav8k", "min", "tt")
+            entries = toy_lists.read_lists(directory)
+            self.assertEqual(len(entries), 6)
+            for name, mix, sources in entries:
+                self.assertTrue(name.startswith("heldout_"), name)
+                self.assertNotIn("tux_zz", name)   # a training speaker
+                self.assertEqual(toy_audio.check_mixture(mix, sources, min_active_fraction=0.1)[1], 0)
+                for path in [mix] + sources:
+                    self.assertTrue(filecmp.cmp(path, path.replace(roots[0], roots[1]),
+                                                shallow=False), path)
+            with open(os.path.join(directory, "utt_spkinfo.txt")) as f:
+                for line in f:
+                    fields = line.split()
+                    self.assertEqual(sorted(fields[3::2]), ["F", "M"], line)
+            with open(os.path.join(roots[0], "speakers.tsv")) as f:
+                header = f.readline().split()
+                self.assertEqual(header, ["id", "gender", "median_f0_hz", "utterances",
+                                          "seconds", "group"])
+                self.assertEqual([row.split("\t")[0] for row in f], ["kle_xx", "ktu_xx", "tux_yy"])
+            self.assertTrue(os.path.exists(os.path.join(roots[0], recorded.OWNER_MARK)))
+            again = self.run_script("--from-corpus=" + corpus, "--mixtures=6", "--root=" + roots[0])
+            self.assertIn("nothing to do", again.stdout)
+            self.assertEqual(self.run_script("--verify", "--root=" + roots[0]).returncode, 0)
+            # A remade corpus (its stamp changed) makes the set anew.
+            toy_lists.write_text(os.path.join(corpus, ".complete"), '{"seed": 2}\n')
+            rebuilt = self.run_script("--from-corpus=" + corpus, "--mixtures=6",
+                                      "--root=" + roots[0])
+            self.assertEqual(rebuilt.returncode, 0, rebuilt.stderr)
+            self.assertNotIn("nothing to do", rebuilt.stdout)
+
+    def test_refuses_a_tt_speaker_that_also_trains(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = os.path.join(tmp, "corpus")
+            write_corpus(corpus, self.SPEAKERS)
+            with open(os.path.join(corpus, "tr_utt2spk"), "a") as f:
+                f.write("extra_0001 kle_xx\n")
+            done = self.run_script("--from-corpus=" + corpus, "--mixtures=2",
+                                   "--root=" + os.path.join(tmp, "out"))
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("speaker kle_xx of tt is also in tr or cv: not held out", done.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+
+    @unittest.skipUnless(os.path.exists(os.path.join(REPO, "data", "recorded_corpus", ".complete")),
+                         "no data/recorded_corpus (tools/make_recorded_corpus makes it)")
+    def test_the_recorded_corpus_gives_held_out_pairs_of_different_groups(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = os.path.join(tmp, "heldout")
+            done = self.run_script("--from-corpus=data/recorded_corpus", "--mixtures=8",
+                                   "--root=" + root, cwd=REPO)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            speakers = recorded.heldout_speakers(os.path.join(REPO, "data", "recorded_corpus"))
+            with open(os.path.join(root, "2speakers", "wav8k", "min", "tt", "utt_spkinfo.txt")) as f:
+                for line in f:
+                    a, b = line.split()[2::2]
+                    self.assertNotEqual(speakers[a]["group"], speakers[b]["group"], line)
+            self.assertEqual(len(glob.glob(os.path.join(root, "2speakers/wav8k/min/tt/mix/*"))), 8)
 
 
 if __name__ == "__main__":
