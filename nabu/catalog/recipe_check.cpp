@@ -11,12 +11,12 @@
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/postprocessing/recognition.h"
-#include "nabu/postprocessing/test_run.h"
+#include "nabu/postprocessing/evaluation_run.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/processor.h"
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
-#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/processing/database_section.h"
 
@@ -193,15 +193,20 @@ class RecipeChecker {
     }
     if (evaluator->get_string("evaluator", "") != "None")
       guard([&] { evaluator_type(*evaluator, nullptr); });
-    auto excluded = evaluator->get_list("tasks_excluded_for_val", {});
-    for (const auto& task : training_tasks_) {
-      if (std::find(excluded.begin(), excluded.end(), task) != excluded.end()) continue;
+    for (const auto& task : validated_tasks(*evaluator, training_tasks_)) {
       const ConfigSection* section = validation.find_section(task);
       if (!section) {
         problem(validation.path() + ": no section for training task [" + task + "]");
         continue;
       }
       check_task(*section, TaskRole::kValidation, evaluator);
+      for (const auto& name : section->get_list("extra_validation_sets", {})) {
+        if (const ConfigSection* extra = validation.find_section(name))
+          check_task(*extra, TaskRole::kValidation, evaluator);
+        else
+          problem(section->where("extra_validation_sets") +
+                  ": validation_evaluator.cfg has no section [" + name + "]");
+      }
     }
   }
 

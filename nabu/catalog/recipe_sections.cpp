@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 
 namespace nabu {

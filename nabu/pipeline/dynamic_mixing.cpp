@@ -31,26 +31,34 @@ std::size_t below(std::mt19937_64& rng, std::size_t count) {
 // ---------------------------------------------------------------------------------------------
 
 SourcePool SourcePool::from_lists(const std::vector<std::string>& lists,
-                                  const std::string& utt2spk, const std::string& root) {
+                                  const std::vector<std::string>& utt2spk,
+                                  const std::string& root) {
+  if (utt2spk.size() > 1 && utt2spk.size() != lists.size())
+    throw DataError(std::to_string(utt2spk.size()) + " utt2spk files for " +
+                    std::to_string(lists.size()) + " source lists; give one for all or one per list");
   SourcePool pool;
-  for (const auto& line : read_data_lines(lists, 1, root)) {
-    if (line.fields.size() != 1)
-      throw DataError(line.origin + ": expected 'utterance path' for a dynamic mixing source");
-    pool.sources_.push_back({line.utterance, line.fields.front(), line.utterance, 0});
-  }
-  if (!utt2spk.empty()) {
-    std::map<std::string, std::string> speaker_of;
-    for (const auto& line : read_data_lines({utt2spk})) {
+  for (std::size_t l = 0; l < lists.size(); ++l)
+    for (const auto& line : read_data_lines({lists[l]}, 1, root)) {
+      if (line.fields.size() != 1)
+        throw DataError(line.origin + ": expected 'utterance path' for a dynamic mixing source");
+      pool.sources_.push_back({line.utterance, line.fields.front(), line.utterance, 0, l});
+    }
+  std::vector<std::map<std::string, std::string>> speaker_of(utt2spk.size());
+  for (std::size_t u = 0; u < utt2spk.size(); ++u)
+    for (const auto& line : read_data_lines({utt2spk[u]}, 1, root)) {
       if (line.fields.size() != 1)
         throw DataError(line.origin + ": expected 'utterance speaker'");
-      speaker_of[line.utterance] = line.fields.front();
+      speaker_of[u][line.utterance] = line.fields.front();
     }
-    for (auto& source : pool.sources_) {
-      auto it = speaker_of.find(source.name);
-      if (it == speaker_of.end())
-        throw DataError(utt2spk + ": no speaker for utterance '" + source.name + "'");
-      source.speaker = it->second;
-    }
+  for (auto& source : pool.sources_) {
+    if (utt2spk.empty()) continue;
+    std::size_t u = utt2spk.size() == 1 ? 0 : source.list;
+    auto it = speaker_of[u].find(source.name);
+    if (it == speaker_of[u].end())
+      throw DataError(utt2spk[u] + ": no speaker for utterance '" + source.name + "'");
+    // With one utt2spk per list, the list is part of who a speaker is.
+    source.speaker = utt2spk.size() == 1 ? it->second
+                                         : std::to_string(source.list) + "/" + it->second;
   }
   pool.index();
   return pool;
@@ -84,12 +92,24 @@ void SourcePool::index() {
                       "' at " + std::to_string(sample_rate_) + " Hz");
     source.samples = reader.frames();
     auto [it, added] = speaker_index.emplace(source.speaker, by_speaker_.size());
-    if (added) by_speaker_.emplace_back();
+    if (added) {
+      by_speaker_.emplace_back();
+      // A speaker belongs to the list of its first utterance.
+      if (speakers_of_list_.size() <= source.list) speakers_of_list_.resize(source.list + 1);
+      speakers_of_list_[source.list].push_back(it->second);
+    }
     by_speaker_[it->second].push_back(i);
   }
 }
 
-std::vector<std::size_t> SourcePool::draw(std::mt19937_64& rng, int count) const {
+int64_t SourcePool::num_speakers_of_list(std::size_t list) const {
+  return list < speakers_of_list_.size() ? static_cast<int64_t>(speakers_of_list_[list].size())
+                                         : 0;
+}
+
+std::vector<std::size_t> SourcePool::draw(std::mt19937_64& rng, int count,
+                                          const std::vector<double>& shares) const {
+  if (!shares.empty()) return draw_by_shares(rng, count, shares);
   if (count > num_speakers())
     throw DataError("dynamic mixing needs " + std::to_string(count) +
                     " different speakers per mixture; the sources have " +
@@ -102,6 +122,39 @@ std::vector<std::size_t> SourcePool::draw(std::mt19937_64& rng, int count) const
     std::size_t pick = k + below(rng, speakers.size() - k);
     std::swap(speakers[k], speakers[pick]);
     const auto& utterances = by_speaker_[speakers[k]];
+    chosen.push_back(utterances[below(rng, utterances.size())]);
+  }
+  return chosen;
+}
+
+std::vector<std::size_t> SourcePool::draw_by_shares(std::mt19937_64& rng, int count,
+                                                    const std::vector<double>& shares) const {
+  std::vector<std::size_t> speakers, chosen;
+  for (int k = 0; k < count; ++k) {
+    // The list, by its share among the lists that still have a speaker not in the mixture.
+    std::vector<double> cumulative;
+    double total = 0;
+    for (std::size_t l = 0; l < shares.size(); ++l) {
+      int64_t unused = 0;
+      if (l < speakers_of_list_.size())
+        for (std::size_t s : speakers_of_list_[l])
+          unused += std::find(speakers.begin(), speakers.end(), s) == speakers.end();
+      total += unused > 0 ? shares[l] : 0.0;
+      cumulative.push_back(total);
+    }
+    if (total <= 0)
+      throw DataError("dynamic mixing needs " + std::to_string(count) +
+                      " different speakers per mixture from the lists with a share; they have " +
+                      std::to_string(speakers.size()));
+    double u = uniform(rng, 0.0, total);
+    std::size_t list = 0;
+    while (list + 1 < cumulative.size() && (cumulative[list] <= u || shares[list] <= 0)) ++list;
+    std::vector<std::size_t> candidates;
+    for (std::size_t s : speakers_of_list_[list])
+      if (std::find(speakers.begin(), speakers.end(), s) == speakers.end()) candidates.push_back(s);
+    std::size_t speaker = candidates[below(rng, candidates.size())];
+    speakers.push_back(speaker);
+    const auto& utterances = by_speaker_[speaker];
     chosen.push_back(utterances[below(rng, utterances.size())]);
   }
   return chosen;
@@ -214,6 +267,16 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
     throw DataError(what + ": dynamic mixing sources are at " +
                     std::to_string(pool_->sample_rate()) + " Hz, the task's training data ('" +
                     training_file + "') at " + std::to_string(training_rate) + " Hz");
+  if (!options_.shares.empty()) {
+    if (options_.shares.size() != options_.source_lists.size())
+      throw ConfigError(what + ": " + std::to_string(options_.shares.size()) +
+                        " dynamic mixing shares for " +
+                        std::to_string(options_.source_lists.size()) + " source lists");
+    for (std::size_t l = 0; l < options_.shares.size(); ++l)
+      if (options_.shares[l] > 0 && pool_->num_speakers_of_list(l) == 0)
+        throw DataError(what + ": dynamic mixing source list '" + options_.source_lists[l] +
+                        "' has a share but no speaker");
+  }
   if (pool_->num_speakers() < num_sources_)
     throw DataError(what + ": dynamic mixing needs " + std::to_string(num_sources_) +
                     " different speakers; the sources have " +
@@ -250,7 +313,7 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
   std::mt19937_64 rng(stable_hash(std::to_string(options_.seed) + ":" + std::to_string(epoch) +
                                   ":" + std::to_string(index)));
   Draw d;
-  d.sources = pool_->draw(rng, num_sources_);
+  d.sources = pool_->draw(rng, num_sources_, options_.shares);
   // As the corpus: s1 at +g, s2 at -g, further sources at their own g; |g| <= range / 2.
   double half = options_.level_range / 2.0;
   double g = uniform(rng, -half, half);

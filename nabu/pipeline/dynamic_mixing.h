@@ -29,11 +29,14 @@ class SourcePool {
   struct Source {
     std::string name, path, speaker;
     int64_t samples = 0;
+    std::size_t list = 0;  // the index of the list it came from
   };
   // Kaldi-style lists: "utt path" lines (wav.scp), and optionally "utt speaker" lines
-  // (utt2spk) so that a mixture never has one speaker twice.
+  // (utt2spk) so that a mixture never has one speaker twice: one utt2spk for all lists, or one
+  // per list (then a speaker is a speaker of its list: two lists may both have an "spk1").
   // `root`: Recipe::list_root, for relative paths in the lists.
-  static SourcePool from_lists(const std::vector<std::string>& lists, const std::string& utt2spk,
+  static SourcePool from_lists(const std::vector<std::string>& lists,
+                               const std::vector<std::string>& utt2spk,
                                const std::string& root = "");
   // Every field of every line is a source (the s1 s2 ... lists of stored mixtures); speakers
   // are unknown, so only the same file is never drawn twice for one mixture.
@@ -42,14 +45,22 @@ class SourcePool {
   const std::vector<Source>& sources() const { return sources_; }
   int sample_rate() const { return sample_rate_; }
   int64_t num_speakers() const { return static_cast<int64_t>(by_speaker_.size()); }
-  // `count` sources of `count` different speakers, speakers drawn uniformly, then one of each
-  // one's utterances. Throws DataError when the pool has fewer speakers.
-  std::vector<std::size_t> draw(std::mt19937_64& rng, int count) const;
+  // Speakers whose utterances come from list `list`.
+  int64_t num_speakers_of_list(std::size_t list) const;
+  // `count` sources of `count` different speakers, then one of each one's utterances. Without
+  // `shares` the speakers are drawn uniformly from all lists; with one share per list, each
+  // source's list is drawn with these weights first, then a speaker of that list not yet in the
+  // mixture. Throws DataError when there are too few speakers.
+  std::vector<std::size_t> draw(std::mt19937_64& rng, int count,
+                                const std::vector<double>& shares = {}) const;
 
  private:
   void index();  // reads every header, checks the rate, groups by speaker
+  std::vector<std::size_t> draw_by_shares(std::mt19937_64& rng, int count,
+                                          const std::vector<double>& shares) const;
   std::vector<Source> sources_;
   std::vector<std::vector<std::size_t>> by_speaker_;
+  std::vector<std::vector<std::size_t>> speakers_of_list_;  // speaker indices per list
   int sample_rate_ = 0;
 };
 
@@ -75,7 +86,8 @@ torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t l
 
 struct DynamicMixingOptions {
   std::vector<std::string> source_lists;  // empty: the sources on the task's target lines
-  std::string utt2spk;
+  std::vector<std::string> utt2spk;       // none, one for all lists, or one per list
+  std::vector<double> shares;             // none (speakers uniform), or one weight per list
   double level_range = 5.0;  // dB: relative level of two sources in [-range, range]
   double speed_range = 0.0;  // speed perturbation: each source at a speed in [1-r, 1+r]
   int64_t examples_per_epoch = 0;

@@ -68,7 +68,7 @@ EvaluationResult Separator::evaluate_outputs(const std::string& task, int64_t ma
   const ConfigFile& test_cfg = recipe_.get("test_evaluator.cfg");
   const ConfigSection& section = test_cfg.section(task);
   auto evaluator = make_evaluator(EvaluatorContext{
-      section, TaskRole::kTest, test_cfg.find_section("evaluator"), recipe_.get("database.conf"),
+      section, TaskRole::kTest, test_cfg.find_section("evaluator"), recipe_,
       segment_, *bank_, make_loss(section, recipe_.find("loss.cfg")), stores_, 2});
   const auto& spec = evaluator->spec();
   {

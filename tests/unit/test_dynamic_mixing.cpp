@@ -129,7 +129,7 @@ struct MixingRecipe {
     DynamicMixingOptions o;
     if (lists) {
       o.source_lists = {(dir / "sources.scp").string()};
-      o.utt2spk = (dir / "utt2spk").string();
+      o.utt2spk = {(dir / "utt2spk").string()};
     }
     o.examples_per_epoch = 12;
     o.segment_length = segment;
@@ -183,7 +183,7 @@ TEST(DynamicMixing, ActiveLevelAndMixingMatchASlowReference) {
 TEST(DynamicMixing, PoolDrawsDifferentSpeakersAndNamesBadLists) {
   MixingRecipe data;
   auto pool = SourcePool::from_lists({(data.dir / "sources.scp").string()},
-                                     (data.dir / "utt2spk").string());
+                                     {(data.dir / "utt2spk").string()});
   EXPECT_EQ(pool.sources().size(), 12u);
   EXPECT_EQ(pool.num_speakers(), 4);
   EXPECT_EQ(pool.sample_rate(), 8000);
@@ -212,7 +212,7 @@ TEST(DynamicMixing, PoolDrawsDifferentSpeakersAndNamesBadLists) {
   write_text(data.dir / "short_utt2spk", "spk0_0 spk0\n");
   EXPECT_NE(error_of([&] {
               SourcePool::from_lists({(data.dir / "sources.scp").string()},
-                                     (data.dir / "short_utt2spk").string());
+                                     {(data.dir / "short_utt2spk").string()});
             }).find("no speaker for utterance 'spk0_1'"),
             std::string::npos);
   nabu::testing::write_pcm16_wav(data.dir / "fast.wav", bursts(4000, 200, 3000, 9), 16000);
@@ -220,12 +220,63 @@ TEST(DynamicMixing, PoolDrawsDifferentSpeakersAndNamesBadLists) {
              "a " + (data.dir / "sources/spk0_0.wav").string() + "\nb " +
                  (data.dir / "fast.wav").string() + "\n");
   auto message = error_of([&] {
-    SourcePool::from_lists({(data.dir / "mixed_rates.scp").string()}, "");
+    SourcePool::from_lists({(data.dir / "mixed_rates.scp").string()}, {});
   });
   EXPECT_NE(message.find("fast.wav' is at 16000 Hz"), std::string::npos) << message;
   write_text(data.dir / "missing.scp", "a " + (data.dir / "nowhere.wav").string() + "\n");
-  message = error_of([&] { SourcePool::from_lists({(data.dir / "missing.scp").string()}, ""); });
+  message = error_of([&] { SourcePool::from_lists({(data.dir / "missing.scp").string()}, {}); });
   EXPECT_NE(message.find("nowhere.wav"), std::string::npos) << message;
+}
+
+// Several source lists (recorded and synthetic voices, say), each with its own utt2spk: a speaker
+// is a speaker of its list, and each source's list is drawn by its share.
+TEST(DynamicMixing, SharesDrawEachSourcesListByItsWeight) {
+  MixingRecipe data;
+  std::string first, second, first_speakers, second_speakers;
+  for (const auto& line : read_data_lines({(data.dir / "sources.scp").string()})) {
+    int speaker = line.utterance[3] - '0';
+    // Both utt2spk files call their speakers spk0 and spk1.
+    (speaker < 2 ? first : second) += line.utterance + " " + line.fields.front() + "\n";
+    (speaker < 2 ? first_speakers : second_speakers) +=
+        line.utterance + " spk" + std::to_string(speaker % 2) + "\n";
+  }
+  write_text(data.dir / "a.scp", first);
+  write_text(data.dir / "b.scp", second);
+  write_text(data.dir / "a_utt2spk", first_speakers);
+  write_text(data.dir / "b_utt2spk", second_speakers);
+  auto pool = SourcePool::from_lists(
+      {(data.dir / "a.scp").string(), (data.dir / "b.scp").string()},
+      {(data.dir / "a_utt2spk").string(), (data.dir / "b_utt2spk").string()});
+  EXPECT_EQ(pool.num_speakers(), 4);
+  EXPECT_EQ(pool.num_speakers_of_list(0), 2);
+  EXPECT_EQ(pool.num_speakers_of_list(1), 2);
+
+  std::mt19937_64 rng(5);
+  const int draws = 4000;
+  int from_first = 0, both_first = 0;
+  for (int i = 0; i < draws; ++i) {
+    auto drawn = pool.draw(rng, 2, {3.0, 1.0});
+    ASSERT_NE(pool.sources()[drawn[0]].speaker, pool.sources()[drawn[1]].speaker);
+    int first_list = (pool.sources()[drawn[0]].list == 0) + (pool.sources()[drawn[1]].list == 0);
+    from_first += first_list;
+    both_first += first_list == 2;
+  }
+  // Each source from the first list with probability 3/4 (both lists keep an unused speaker for
+  // the second source): 3/4 of all sources, 9/16 of the mixtures entirely from the first list.
+  EXPECT_NEAR(from_first / (2.0 * draws), 0.75, 0.02);
+  EXPECT_NEAR(both_first / static_cast<double>(draws), 0.5625, 0.03);
+  // A share of 0 never draws from its list; too few speakers in the lists with a share is named.
+  for (int i = 0; i < 200; ++i)
+    for (auto s : pool.draw(rng, 2, {1.0, 0.0})) EXPECT_EQ(pool.sources()[s].list, 0u);
+  EXPECT_NE(error_of([&] { pool.draw(rng, 3, {1.0, 0.0}); }).find("from the lists with a share"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              SourcePool::from_lists({(data.dir / "a.scp").string(), (data.dir / "b.scp").string()},
+                                     {(data.dir / "a_utt2spk").string(),
+                                      (data.dir / "b_utt2spk").string(),
+                                      (data.dir / "utt2spk").string()});
+            }).find("one for all or one per list"),
+            std::string::npos);
 }
 
 TEST(DynamicMixing, ExamplesAreTheRecipeProcessorsOnTheMixtureAndItsSources) {

@@ -146,14 +146,14 @@ TEST(LearningRate, FromReadsTheTrainerKeysAndTheStagesRates) {
       "lr_schedule = step\nlr_step_size = 7\nlr_step_factor = 0.3\nwarmup_steps = 3\n",
       "trainer.cfg");
   auto options = read_trainer_options(cfg);
-  auto s = LearningRateSchedule::from(options, options.stage(1));
+  auto s = LearningRateSchedule::from(options.learning_rate, options.stage(1));
   EXPECT_EQ(s.kind, Kind::kStep);
   EXPECT_EQ(s.initial, 0.002);
   EXPECT_EQ(s.step_size, 7);
   EXPECT_EQ(s.step_factor, 0.3);
   EXPECT_EQ(s.warmup_steps, 3);
   auto defaults = read_trainer_options(ConfigFile::parse("[trainer]\ntasks = task\n", "t.cfg"));
-  auto original = LearningRateSchedule::from(defaults, defaults.stage(0));
+  auto original = LearningRateSchedule::from(defaults.learning_rate, defaults.stage(0));
   EXPECT_EQ(original.kind, Kind::kExponential);
   EXPECT_EQ(original.warmup_steps, 0);
 }

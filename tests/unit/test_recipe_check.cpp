@@ -12,7 +12,7 @@
 #include "nabu/core/recipe.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
-#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/neuralnetworks/task_definition.h"
 #include "test_helpers.h"
 
 using namespace nabu;

@@ -42,8 +42,8 @@ StageState fresh(const StageSchedule& schedule) {
   return state;
 }
 
-ScheduleOptions options_with(int64_t epoch_steps, int64_t valid_frequency) {
-  ScheduleOptions options;
+StageScheduleSettings options_with(int64_t epoch_steps, int64_t valid_frequency) {
+  StageScheduleSettings options;
   options.epoch_steps = epoch_steps;
   options.validates = true;
   options.valid_frequency = valid_frequency;
@@ -147,7 +147,7 @@ TEST(StageSchedule, AResumedStageDecidesAsAnUninterruptedOne) {
 }
 
 TEST(StageSchedule, CheckpointsByMinutesOrUpdates) {
-  ScheduleOptions options;
+  StageScheduleSettings options;
   options.epoch_steps = 100;
   options.checkpoint_every_minutes = 1;  // 60 s
   options.checkpoint_every_steps = 0;
@@ -175,7 +175,7 @@ TEST(StageSchedule, CheckpointsByMinutesOrUpdates) {
 }
 
 TEST(StageSchedule, ExportsKeptCheckpointsProgressAndProfile) {
-  ScheduleOptions options;
+  StageScheduleSettings options;
   options.epoch_steps = 50;
   options.max_steps = 23;
   options.export_every = 10;
@@ -204,6 +204,6 @@ TEST(StageSchedule, ExportsKeptCheckpointsProgressAndProfile) {
   EXPECT_TRUE(schedule.profile_starts(3));
   EXPECT_FALSE(schedule.profile_ends(4));
   EXPECT_TRUE(schedule.profile_ends(5));
-  ScheduleOptions off;
+  StageScheduleSettings off;
   EXPECT_FALSE(StageSchedule(off).profile_starts(0));
 }

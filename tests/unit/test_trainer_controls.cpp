@@ -179,7 +179,7 @@ void apply_once(ParameterUpdate& update, const std::vector<torch::Tensor>& gradi
 // instead multiplies w by 1 - lr*wd before the Adam step (decoupled). No amsgrad, no nesterov, no
 // dampening, rmsprop not centred.
 struct WrittenOutOptimizer {
-  TrainerOptions options;
+  OptimizerOptions options;
   std::vector<double> first, second, buffer;  // adam m, v; rmsprop square average; momentum
   int steps = 0;
 
@@ -257,10 +257,10 @@ TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
   for (const auto& keys : cases) {
     SCOPED_TRACE(keys);
     auto cfg = trainer_cfg(keys);
-    auto options = read_trainer_options(cfg);
+    auto options = read_trainer_options(cfg).optimizer;
     auto named = tiny_model();
     auto parameters = tensors_of(named);
-    ParameterUpdate update(options, cfg.section("trainer"), learning_rates[0], named,
+    ParameterUpdate update(options, false, cfg.section("trainer"), learning_rates[0], named,
                            {{"task", 1.0, parameters}});
     WrittenOutOptimizer reference;
     reference.options = options;
@@ -283,7 +283,9 @@ TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
     auto cfg = trainer_cfg(std::string("optimizer = ") + (k ? "adamw" : "adam") +
                            "\nweight_decay = 0.3");
     auto named = tiny_model();
-    ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), 0.1, named,
+    ParameterUpdate update(read_trainer_options(cfg).optimizer,
+                           read_trainer_options(cfg).profiling.log_norms,
+                           cfg.section("trainer"), 0.1, named,
                            {{"task", 1.0, tensors_of(named)}});
     for (int step = 0; step < 3; ++step)
       apply_once(update, shaped_like(tensors_of(named), quadratic_gradient(values_of(tensors_of(named)))),
@@ -298,13 +300,14 @@ TEST(ParameterUpdate, FrozenParametersStayBitIdenticalAndHaveNoOptimizerState) {
   // parameters, and the update is given every bank parameter. Adam with weight decay moves
   // every parameter it holds, even one whose gradient is zero.
   auto cfg = trainer_cfg("optimizer = adam\nweight_decay = 0.5\nfreeze_parameters = ^main[.]b");
-  auto options = read_trainer_options(cfg);
+  auto options = read_trainer_options(cfg).optimizer;
   auto named = tiny_model();
   auto frozen = frozen_parameter_names(options, cfg.section("trainer"), named);
   ASSERT_EQ(frozen, std::vector<std::string>{"main.bias"});
   const auto before = named[1].second.detach().clone();
   std::vector<torch::Tensor> trained{named[0].second, named[2].second};
-  ParameterUpdate update(options, cfg.section("trainer"), 0.1, named, {{"task", 1.0, trained}});
+  ParameterUpdate update(options, false, cfg.section("trainer"), 0.1, named,
+                         {{"task", 1.0, trained}});
   const auto trained_before = values_of(trained);
   for (int step = 0; step < 3; ++step)
     apply_once(update, shaped_like(trained, quadratic_gradient(values_of(trained))), 0.1, step);
@@ -329,14 +332,14 @@ TEST(ParameterUpdate, FrozenParametersStayBitIdenticalAndHaveNoOptimizerState) {
   // A task that still lists a frozen parameter is an error, not a silent update; so is a
   // pattern that matches nothing.
   auto message = error_of([&] {
-    ParameterUpdate(options, cfg.section("trainer"), 0.1, named,
+    ParameterUpdate(options, false, cfg.section("trainer"), 0.1, named,
                     {{"task", 1.0, tensors_of(named)}});
   });
   EXPECT_NE(message.find("main.bias"), std::string::npos) << message;
   EXPECT_NE(message.find("frozen"), std::string::npos) << message;
   auto typo = trainer_cfg("freeze_parameters = ^mian");
   message = error_of([&] {
-    frozen_parameter_names(read_trainer_options(typo), typo.section("trainer"), named);
+    frozen_parameter_names(read_trainer_options(typo).optimizer, typo.section("trainer"), named);
   });
   EXPECT_NE(message.find("freeze_parameters: '^mian' matches no parameter"), std::string::npos)
       << message;
@@ -348,7 +351,9 @@ TEST(ParameterUpdate, GradientMultipliersZeroFreezesAndTwoDoublesThePlainSgdStep
   auto run = [&](const std::string& keys) {
     auto cfg = trainer_cfg("optimizer = sgd\n" + keys);
     auto named = tiny_model();
-    ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), lr, named,
+    ParameterUpdate update(read_trainer_options(cfg).optimizer,
+                           read_trainer_options(cfg).profiling.log_norms,
+                           cfg.section("trainer"), lr, named,
                            {{"task", 1.0, tensors_of(named)}});
     apply_once(update, shaped_like(tensors_of(named), gradient), lr, 0);
     return values_of(tensors_of(named));
@@ -384,7 +389,9 @@ TEST(ParameterUpdate, GlobalNormClippingScalesTheSummedGradientToTheNorm) {
     auto named = tiny_model();
     std::vector<torch::Tensor> a_parameters{named[0].second, named[1].second};
     std::vector<torch::Tensor> b_parameters{named[1].second, named[2].second};
-    ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), 1.0, named,
+    ParameterUpdate update(read_trainer_options(cfg).optimizer,
+                           read_trainer_options(cfg).profiling.log_norms,
+                           cfg.section("trainer"), 1.0, named,
                            {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
     std::vector<torch::Tensor> a_gradients = {torch::tensor({1.5, -2.0}, torch::kFloat64),
                                               torch::tensor({1.0, 0.0, 0.5}, torch::kFloat64)};
@@ -427,7 +434,9 @@ TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
   auto named = tiny_model();
   std::vector<torch::Tensor> a_parameters{named[0].second};
   std::vector<torch::Tensor> b_parameters{named[2].second};
-  ParameterUpdate update(read_trainer_options(cfg), cfg.section("trainer"), 0.5, named,
+  ParameterUpdate update(read_trainer_options(cfg).optimizer,
+                           read_trainer_options(cfg).profiling.log_norms,
+                           cfg.section("trainer"), 0.5, named,
                          {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
   std::vector<torch::Tensor> a_gradients = {torch::tensor({3.0, -4.0}, torch::kFloat64)};
   std::vector<torch::Tensor> b_gradients = {torch::tensor({0.5}, torch::kFloat64)};

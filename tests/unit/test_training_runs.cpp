@@ -684,3 +684,90 @@ TEST_F(TrainingRun, SweepTrainsEveryBlockAndSkipsFinishedOnes) {
   EXPECT_NE(nabu::testing::read_text(dir_ / "sweep/sweep_summary.csv").find("done before"),
             std::string::npos);
 }
+
+// validation_metric = si_sdr: every validation reconstructs and scores the whole validation
+// utterances, selects on the score, and the kept model's score is what `nabu test` measures on the
+// same utterances; an extra validation set is logged beside it and selects nothing.
+TEST_F(TrainingRun, ValidationByMetricSelectsOnTheSiSdrThatNabuTestMeasures) {
+  const std::string validation = read_text(fs::path(dc_recipe()) / "validation_evaluator.cfg");
+  const std::string task_body = validation.substr(validation.find("[task_2spk]") + 11);
+  auto recipe = copy_recipe(dc_recipe(), dir_,
+                            {{"validation_evaluator.cfg",
+                              {"validation_metric = loss",
+                               "validation_metric = si_sdr\nextra_validation_sets = cv_by_loss"}}});
+  // The same validation data by loss, as a named extra set.
+  write_text(recipe / "validation_evaluator.cfg",
+             read_text(recipe / "validation_evaluator.cfg") + "\n[cv_by_loss]" + task_body);
+  std::string options = tiny_dc("--max-steps=4,3 --set trainer.cfg:trainer:valid_frequency=2");
+  options.replace(options.find(dc_recipe()), dc_recipe().size(), recipe.string());
+  auto trained = run_nabu("train --expdir=exp_metric " + options, dir_.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("validation at step 2: si_sdr "), std::string::npos)
+      << trained.output;
+  EXPECT_NE(trained.output.find("; cv_by_loss: loss "), std::string::npos) << trained.output;
+
+  int validations = 0;
+  std::ifstream in(dir_ / "exp_metric/full/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] != "validation") continue;
+    ++validations;
+    double si_sdr = record["task_metrics"]["task_2spk"].get<double>();
+    EXPECT_TRUE(std::isfinite(si_sdr) && si_sdr > -50 && si_sdr < 100) << line;
+    // The track holds the negated score; the loss of the whole utterances is logged as well, and
+    // equals the extra set's, which reads the same data by loss.
+    EXPECT_DOUBLE_EQ(record["loss"].get<double>(), -si_sdr) << line;
+    EXPECT_DOUBLE_EQ(record["task_losses"]["task_2spk"].get<double>(),
+                     record["extra_sets"]["cv_by_loss"]["loss"].get<double>())
+        << line;
+  }
+  EXPECT_EQ(validations, 3);  // steps 0, 2 and the last (3)
+
+  // nabu test of the kept model on the validation utterances: its mean SI-SDR is the best
+  // validation's score (val_sum.json holds the negated best, rounded to 1e-5).
+  write_text(dir_ / "exp_metric/database.conf",
+             read_text(dir_ / "exp_metric/database.conf") +
+                 "\n[devbase]\ndatafiles = ../data/corpus/2speakers/wav8k/min/cv/mix_wav.scp\n"
+                 "preprocess = False\nprocessor_config = base_processor.cfg\n"
+                 "\n[devspkinfo]\ndatafiles = ../data/corpus/2speakers/wav8k/min/cv/utt_spkinfo.txt\n"
+                 "preprocess = False\nmeta_info = True\noptional = True\n");
+  auto tested = run_nabu(
+      "test --expdir=exp_metric --threads=1 --task=task_2spk"
+      " --set test_evaluator.cfg:task_2spk:features=devspec"
+      " --set test_evaluator.cfg:task_2spk:binary_targets=devtargets"
+      " --set test_evaluator.cfg:task_2spk:usedbins=devusedbins"
+      " --set test_evaluator.cfg:task_2spk:batch_size=4"
+      " --set reconstructor.cfg:task_2spk:org_mix=devorgmix"
+      " --set reconstructor.cfg:task_2spk:usedbins=devusedbins"
+      " --set scorer.cfg:task_2spk:org_src=devorgsrc --set scorer.cfg:task_2spk:base=devbase"
+      " --set scorer.cfg:task_2spk:spkinfo=devspkinfo",
+      dir_.path());
+  ASSERT_EQ(tested.exit_code, 0) << tested.output;
+  auto summary = nlohmann::json::parse(
+      read_text(dir_ / "exp_metric/test/results_task_2spk_si_sdr_summary.json"));
+  auto val_sum = nlohmann::json::parse(read_text(dir_ / "exp_metric/val_sum.json"));
+  EXPECT_NEAR(summary["SI-SDR"]["SS"]["all"]["mean"].get<double>(),
+              -val_sum["full"].get<double>(), 2e-5)
+      << summary.dump() << "\n" << val_sum.dump();
+}
+
+// Mistakes in the metric keys are one line naming file, section and key.
+TEST_F(TrainingRun, ValidationMetricMistakesNameTheKey) {
+  auto error = [&](const std::string& sets) {
+    auto result = train("exp_bad", "--max-steps=1,1 " + sets);
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    return result.output;
+  };
+  auto unknown = error("--set validation_evaluator.cfg:task_2spk:validation_metric=pesq");
+  EXPECT_NE(unknown.find("[task_2spk] validation_metric"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("not one of loss, sdr, si_sdr, error_rate"), std::string::npos) << unknown;
+  auto missing = error("--set validation_evaluator.cfg:task_2spk:validation_metric=si_sdr"
+                       " --set validation_evaluator.cfg:task_2spk:metric_org_src=nosuchsection");
+  EXPECT_NE(missing.find("metric_org_src: database.conf has no section [nosuchsection]"),
+            std::string::npos)
+      << missing;
+  auto extra = error("--set validation_evaluator.cfg:task_2spk:extra_validation_sets=nothere");
+  EXPECT_NE(extra.find("extra_validation_sets: validation_evaluator.cfg has no section [nothere]"),
+            std::string::npos)
+      << extra;
+}

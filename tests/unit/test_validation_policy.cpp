@@ -170,3 +170,25 @@ TEST(ValidationPolicy, GoingBackKeepsTheValidatedStep) {
   EXPECT_TRUE(policy.update({6.0}, 10, state).go_back);
   EXPECT_EQ(state.validated_step, 0);
 }
+
+// validation_metric: a track of negated scores (−SI-SDR) is negative; a higher score is a lower
+// value and an improvement, and the relative improvements keep their size (|previous| divides),
+// so the "too small" stop neither fires early nor never.
+TEST(ValidationPolicy, NegatedScoresImproveWhenTheScoreRisesAndStopWhenItStalls) {
+  PolicyRun run(defaults());
+  EXPECT_TRUE(run.feed(-5.0, 0).improved[0]);
+  EXPECT_TRUE(run.feed(-6.0, 1100).improved[0]);  // 5 dB -> 6 dB
+  EXPECT_NEAR(run.state.tracks[0].relative.back(), 0.2, 1e-12);  // (-5 - -6) / |-5|
+  auto worse = run.feed(-5.5, 1200);
+  EXPECT_FALSE(worse.improved[0]);
+  EXPECT_EQ(run.state.tracks[0].tries, 1);
+  EXPECT_FALSE(worse.terminate);
+  // Scores within 0.1% of each other: the relative improvements sum below 0.004 -> stop.
+  PolicyRun stalled(defaults());
+  stalled.feed(-8.0, 0);
+  stalled.feed(-8.001, 1100);
+  stalled.feed(-8.0015, 1200);
+  auto decision = stalled.feed(-8.0015, 1300);
+  EXPECT_TRUE(decision.terminate);
+  EXPECT_EQ(decision.reason, "relative improvements became too small");
+}

@@ -20,10 +20,8 @@
 #include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
-#include "nabu/neuralnetworks/task_spec.h"
-#include "nabu/pipeline/dynamic_mixing.h"
-#include "nabu/pipeline/example_set.h"
-#include "nabu/pipeline/input_pipeline.h"
+#include "nabu/neuralnetworks/task_definition.h"
+#include "nabu/pipeline/task_pipeline.h"
 
 namespace {
 
@@ -80,31 +78,31 @@ int main(int argc, char** argv) {
     auto spec = nabu::read_task_spec(trainer.section(settings.task), nabu::TaskRole::kTrain);
     const auto& set = spec.linked_sets.front();
     nabu::StoreCache stores;
-    auto stored = std::make_shared<nabu::ExampleSet>(set.inputs, set.targets,
-                                                     recipe.get("database.conf"),
-                                                     settings.segment, stores, settings.task);
-    std::shared_ptr<const nabu::ExampleSource> examples = stored;
+    nabu::TaskPipelineOptions options;
+    options.what = settings.task;
+    options.segment_length = settings.segment;
     if (!settings.dynamic_mixing.empty()) {
       nabu::DynamicMixingOptions mixing;
       mixing.source_lists = {settings.dynamic_mixing.front()};
-      if (settings.dynamic_mixing.size() > 1) mixing.utt2spk = settings.dynamic_mixing[1];
-      mixing.examples_per_epoch = stored->size();
-      mixing.segment_length = settings.segment;
+      if (settings.dynamic_mixing.size() > 1) mixing.utt2spk = {settings.dynamic_mixing[1]};
       mixing.seed = 1;
-      examples = std::make_shared<nabu::DynamicMixtureSet>(recipe, set.inputs, set.targets, mixing,
-                                                           settings.task);
+      options.mixing = mixing;
     }
-    std::cout << settings.task << " (" << settings.segment << "): " << examples->size()
-              << (settings.dynamic_mixing.empty() ? " stored" : " dynamic")
-              << " examples, batch " << settings.batch << ", " << settings.epochs
-              << " epoch(s) per measurement\n";
+    options.plan.batch_size = settings.batch;
+    options.plan.seed = 1;
+    options.cycle = true;
+    options.prefetch = static_cast<int>(settings.prefetch);
+    std::cout << settings.task << " (" << settings.segment << "): ";
     for (int64_t buckets : settings.buckets) {
-      nabu::BatchPlanOptions plan;
-      plan.batch_size = settings.batch;
-      plan.numbuckets = static_cast<int>(buckets);
-      plan.seed = 1;
-      nabu::InputPipeline pipeline(examples, plan, /*cycle=*/true,
-                                   static_cast<int>(settings.prefetch));
+      options.plan.numbuckets = static_cast<int>(buckets);
+      nabu::TaskPipeline task_pipeline(recipe, set.inputs, set.targets, options, stores);
+      if (buckets == settings.buckets.front())
+        std::cout << task_pipeline.examples().size()
+                  << (settings.dynamic_mixing.empty() ? " stored" : " dynamic")
+                  << " examples, batch " << settings.batch << ", " << settings.epochs
+                  << " epoch(s) per measurement\n";
+      auto started = task_pipeline.start();
+      nabu::InputPipeline& pipeline = *started;
       int64_t total = pipeline.batches_per_epoch() * settings.epochs, real = 0, padded = 0,
               count = 0;
       auto start = std::chrono::steady_clock::now();

@@ -1,4 +1,4 @@
-// `nabu test`: flags -> run_test (postprocessing/test_run.h); prints the score tables.
+// `nabu test`: flags -> run_test (postprocessing/evaluation_run.h); prints the score tables.
 #include <iostream>
 
 #include "nabu/cli/commands/cli.h"
@@ -7,7 +7,7 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
-#include "nabu/postprocessing/test_run.h"
+#include "nabu/postprocessing/evaluation_run.h"
 
 namespace nabu::cli {
 

@@ -1,7 +1,9 @@
 // Evaluators compute a task's loss over a fixed set of batches with training off (no input noise,
 // no dropout): validation during training and the test loss (docs/trainer.md, "Validation").
 // They are made by name through evaluator_registry(), from the task section's `evaluator` key
-// (or the [evaluator] section's); the original has one, task_loss_evaluator.
+// (or the [evaluator] section's); the original has one, task_loss_evaluator. A
+// `validation_metric` other than loss selects metric_evaluator (postprocessing/), which also
+// scores the reconstructed signals or decoded labels.
 #pragma once
 
 #include <functional>
@@ -9,12 +11,13 @@
 #include <string>
 
 #include "nabu/core/config.h"
+#include "nabu/core/recipe.h"
 #include "nabu/core/registry.h"
 #include "nabu/distributed/communicator.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
-#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/pipeline/example_set.h"
 
 namespace nabu {
@@ -22,7 +25,19 @@ namespace nabu {
 struct EvaluationResult {
   double loss = 0, norm = 0;  // sums over batches (and ranks)
   int64_t batches = 0, examples = 0;
+  // With validation_metric (metric_evaluator): its name, and its sum and count over the scored
+  // utterances (for error_rate: errors over reference tokens).
+  std::string metric;
+  double metric_sum = 0, metric_count = 0;
+  bool higher_is_better = true;
+
   double value() const { return norm != 0 ? loss / norm : 0.0; }
+  double metric_value() const { return metric_count != 0 ? metric_sum / metric_count : 0.0; }
+  // What validation minimises: the loss, or the metric (negated when higher is better).
+  double selection_value() const {
+    if (metric.empty()) return value();
+    return higher_is_better ? -metric_value() : metric_value();
+  }
 };
 
 // What an evaluator is built from.
@@ -30,7 +45,7 @@ struct EvaluatorContext {
   const ConfigSection& section;    // the task section of validation/test_evaluator.cfg
   TaskRole role;                   // kValidation or kTest
   const ConfigSection* evaluator;  // its [evaluator] section (batch_size fallbacks), may be null
-  const ConfigFile& database;
+  const Recipe& recipe;
   std::string segment_length;  // the stores to read ("100", "full", ...)
   ModelBank& bank;
   LossPtr loss;
@@ -58,10 +73,17 @@ using EvaluatorPtr = std::unique_ptr<Evaluator>;
 using EvaluatorRegistry = Registry<EvaluatorPtr, const EvaluatorContext&>;
 EvaluatorRegistry& evaluator_registry();
 
-// The evaluator type of a task: its section's `evaluator` key, else the [evaluator] section's
-// (unless that names the multi-task wrapper, `multi_task`), else task_loss_evaluator. An unknown
+// The evaluator type of a task: its section's `evaluator` key, else metric_evaluator when
+// `validation_metric` (of the task section, else of [evaluator]) is not loss, else the [evaluator]
+// section's (unless that names the multi-task wrapper, `multi_task`), else task_loss_evaluator. An unknown
 // name is a ConfigError naming file:line and key.
 std::string evaluator_type(const ConfigSection& section, const ConfigSection* evaluator);
 EvaluatorPtr make_evaluator(const EvaluatorContext& context);
+
+// The training tasks that are validated: all but validation_evaluator.cfg's
+// tasks_excluded_for_val (of its [evaluator] section), in training order; none with
+// `evaluator = None`. The trainer and `nabu check` both ask this.
+std::vector<std::string> validated_tasks(const ConfigSection& evaluator,
+                                         const std::vector<std::string>& training_tasks);
 
 }  // namespace nabu

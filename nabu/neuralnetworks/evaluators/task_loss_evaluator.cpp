@@ -1,7 +1,8 @@
 #include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
 
+#include <algorithm>
+
 #include "nabu/core/error.h"
-#include "nabu/pipeline/input_pipeline.h"
 
 namespace nabu {
 
@@ -13,6 +14,9 @@ EvaluatorRegistry& evaluator_registry() {
 std::string evaluator_type(const ConfigSection& section, const ConfigSection* evaluator) {
   const ConfigSection* source = &section;
   std::string type = section.get_string("evaluator", "");
+  std::string metric = section.get_string("validation_metric", "");
+  if (metric.empty() && evaluator) metric = evaluator->get_string("validation_metric", "");
+  if (type.empty() && !metric.empty() && metric != "loss") type = "metric_evaluator";
   if (type.empty() && evaluator) {
     type = evaluator->get_string("evaluator", "");
     source = evaluator;
@@ -22,6 +26,16 @@ std::string evaluator_type(const ConfigSection& section, const ConfigSection* ev
   if (!evaluator_registry().contains(type))
     source->fail("evaluator", evaluator_registry().unknown_message(type));
   return type;
+}
+
+std::vector<std::string> validated_tasks(const ConfigSection& evaluator,
+                                         const std::vector<std::string>& training_tasks) {
+  if (evaluator.get_string("evaluator", "") == "None") return {};
+  auto excluded = evaluator.get_list("tasks_excluded_for_val", {});
+  std::vector<std::string> tasks;
+  for (const auto& task : training_tasks)
+    if (std::find(excluded.begin(), excluded.end(), task) == excluded.end()) tasks.push_back(task);
+  return tasks;
 }
 
 EvaluatorPtr make_evaluator(const EvaluatorContext& context) {
@@ -60,18 +74,25 @@ TaskLossEvaluator::TaskLossEvaluator(const EvaluatorContext& context)
   double first_weight = spec_.linked_sets.front().weight;
   num_batches_ = -1;
   for (const auto& set : spec_.linked_sets) {
-    auto examples = std::make_shared<ExampleSet>(set.inputs, set.targets, context.database,
-                                                 context.segment_length, context.stores, what);
-    // The first min(N, requested_utts) examples, a whole number of batches.
-    int64_t usable = std::min<int64_t>(examples->size(), spec_.requested_utts);
-    int64_t batches = usable / spec_.batch_size;
-    if (batches == 0)
+    // The first min(N, requested_utts) examples, a whole number of batches, in order.
+    TaskPipelineOptions options;
+    options.what = what;
+    options.segment_length = context.segment_length;
+    options.max_examples = spec_.requested_utts;
+    options.plan.batch_size = spec_.batch_size;
+    options.plan.shuffle = false;
+    options.prefetch = prefetch_;
+    auto pipeline =
+        std::make_unique<TaskPipeline>(context.recipe, set.inputs, set.targets, options,
+                                       context.stores);
+    if (pipeline->stored_size() == 0)
       section.fail("batch_size", "batch_size " + std::to_string(spec_.batch_size) +
-                                     " is larger than the " + std::to_string(usable) +
+                                     " is larger than the " +
+                                     std::to_string(pipeline->available()) +
                                      " examples available; lower it");
-    examples->truncate(batches * spec_.batch_size);
+    int64_t batches = pipeline->stored_size() / spec_.batch_size;
     num_batches_ = num_batches_ < 0 ? batches : std::min(num_batches_, batches);
-    sets_.push_back({set, set.weight / first_weight, examples});
+    sets_.push_back({set, set.weight / first_weight, std::move(pipeline)});
   }
 }
 
@@ -83,12 +104,9 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
   int world = communicator ? communicator->world_size() : 1;
   EvaluationResult result;
   for (const auto& data : sets_) {
-    BatchPlanOptions plan;
-    plan.batch_size = spec_.batch_size;
-    plan.shuffle = false;
-    InputPipeline pipeline(data.examples, plan, /*cycle=*/false, prefetch_);
+    auto pipeline = data.pipeline->start();
     for (int64_t b = 0; b < batches; ++b) {
-      auto batch = pipeline.next();
+      auto batch = pipeline->next();
       if (!batch) break;
       if (b % world != rank) continue;
       auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,

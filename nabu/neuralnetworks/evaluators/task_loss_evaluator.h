@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
+#include "nabu/pipeline/task_pipeline.h"
 
 namespace nabu {
 
@@ -26,7 +27,7 @@ class TaskLossEvaluator : public Evaluator {
   struct SetData {
     LinkedSet set;
     double weight;
-    std::shared_ptr<ExampleSet> examples;
+    std::unique_ptr<TaskPipeline> pipeline;
   };
   TaskSpec spec_;
   std::unique_ptr<ModelGraph> graph_;

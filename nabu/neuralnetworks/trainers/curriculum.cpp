@@ -24,7 +24,7 @@ void write_stage_configs(const Recipe& recipe, const TrainerOptions& options,
   Origin origin{"stage " + stage.segment_length, 0};
   section.set("batch_size", std::to_string(stage.batch_size), origin);
   section.set("numbatches_to_aggregate",
-              std::to_string(options.numbatches_to_aggregate.at(stage.index)), origin);
+              std::to_string(options.data.numbatches_to_aggregate.at(stage.index)), origin);
   section.set("initial_learning_rate", fmt::format("{}", stage.initial_learning_rate), origin);
   section.set("learning_rate_decay", fmt::format("{}", stage.learning_rate_decay), origin);
   trainer.save(StageLayout{stage_dir}.trainer_cfg());
@@ -98,7 +98,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     auto trainer = trainer_registry().create(options.trainer, context);
     StageResult result = trainer->run();
     if (result.validated) {
-      if (options.acc_steps) {
+      if (options.optimizer.acc_steps) {
         nlohmann::json per_task;
         for (const auto& [task, value] : result.best_per_task)
           per_task[task] = std::round(value * 1e5) / 1e5;

@@ -17,7 +17,7 @@ LearningRateSchedule::Kind LearningRateSchedule::parse_kind(const std::string& n
   throw std::invalid_argument("unknown lr_schedule '" + name + "'");
 }
 
-LearningRateSchedule LearningRateSchedule::from(const TrainerOptions& options,
+LearningRateSchedule LearningRateSchedule::from(const LearningRateOptions& options,
                                                 const StageSettings& stage) {
   LearningRateSchedule schedule;
   schedule.kind = parse_kind(options.lr_schedule);

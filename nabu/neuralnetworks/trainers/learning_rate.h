@@ -9,7 +9,7 @@
 namespace nabu {
 
 struct StageSettings;
-struct TrainerOptions;
+struct LearningRateOptions;
 
 struct LearningRateSchedule {
   enum class Kind { kExponential, kStep, kCosine, kNoam };
@@ -22,7 +22,7 @@ struct LearningRateSchedule {
   double min = 0.0;            // cosine: the value at num_steps
 
   // The schedule of one stage: trainer.cfg's lr_* keys with the stage's initial rate and decay.
-  static LearningRateSchedule from(const TrainerOptions& options, const StageSettings& stage);
+  static LearningRateSchedule from(const LearningRateOptions& options, const StageSettings& stage);
   static Kind parse_kind(const std::string& name);  // a name declare() accepted
 
   // The rate of the update with 0-based index `step` (the number of updates already applied)

@@ -83,7 +83,7 @@ void MultiTaskTrainer::build() {
   for (std::size_t t = 0; t < options_.tasks.size(); ++t) {
     const ConfigSection& section = trainer_cfg.section(options_.tasks[t]);
     tasks_.push_back(std::make_unique<TaskTrainer>(
-        section, loss_cfg, recipe_, options_, stage_, *bank_, stores_, communicator_.rank(),
+        section, loss_cfg, recipe_, options_.data, stage_, *bank_, stores_, communicator_.rank(),
         communicator_.world_size(), settings_.seed));
     task_weights_.push_back(options_.task_weight(t));
   }
@@ -101,14 +101,14 @@ void MultiTaskTrainer::build() {
   }
   num_steps_ = -1;
   for (auto& task : tasks_) {
-    int64_t steps = steps_for_task(options_.num_epochs, task->num_examples(), stage_.batch_size,
+    int64_t steps = steps_for_task(options_.schedule.num_epochs, task->num_examples(), stage_.batch_size,
                                    stage_.numbatches_to_aggregate, communicator_.world_size());
     spdlog::info("task {}: {} examples per epoch, {} steps for {} epochs", task->name(),
-                 task->num_examples(), steps, options_.num_epochs);
+                 task->num_examples(), steps, options_.schedule.num_epochs);
     num_steps_ = num_steps_ < 0 ? steps : std::min(num_steps_, steps);
   }
   if (num_steps_ <= 0)
-    throw ConfigError("trainer.cfg: " + std::to_string(options_.num_epochs) +
+    throw ConfigError("trainer.cfg: " + std::to_string(options_.schedule.num_epochs) +
                       " epochs give no update with batch_size " +
                       std::to_string(stage_.batch_size) + " x numbatches_to_aggregate " +
                       std::to_string(stage_.numbatches_to_aggregate) +
@@ -116,7 +116,7 @@ void MultiTaskTrainer::build() {
 
   // Frozen parameters get no gradient and no optimizer state.
   auto named = bank_->named_parameters();
-  auto frozen = frozen_parameter_names(options_, trainer_section, named);
+  auto frozen = frozen_parameter_names(options_.optimizer, trainer_section, named);
   if (!frozen.empty()) {
     std::vector<torch::Tensor> tensors;
     for (const auto& [name, parameter] : named)
@@ -128,7 +128,7 @@ void MultiTaskTrainer::build() {
   std::vector<ParameterUpdate::Task> update_tasks;
   for (std::size_t t = 0; t < tasks_.size(); ++t)
     update_tasks.push_back({tasks_[t]->name(), task_weights_[t], tasks_[t]->parameters()});
-  update_ = std::make_unique<ParameterUpdate>(options_, trainer_section,
+  update_ = std::make_unique<ParameterUpdate>(options_.optimizer, options_.profiling.log_norms, trainer_section,
                                               stage_.initial_learning_rate, named,
                                               std::move(update_tasks));
   build_validation();
@@ -145,19 +145,27 @@ void MultiTaskTrainer::build_validation() {
     spdlog::warn("validation disabled (evaluator = None)");
     return;
   }
-  auto excluded = evaluator.get_list("tasks_excluded_for_val", {});
   const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
   const ConfigFile& trainer_cfg = recipe_.get("trainer.cfg");
-  for (const auto& task : options_.tasks) {
-    if (std::find(excluded.begin(), excluded.end(), task) != excluded.end()) continue;
+  for (const auto& task : validated_tasks(evaluator, options_.tasks)) {
     const ConfigSection& section = validation_cfg->section(task);
     // The loss options come from the training task (through loss.cfg); without a loss.cfg the
     // validation section's own loss_type is used (docs/trainer.md).
     LossPtr loss = loss_cfg ? make_loss(trainer_cfg.section(task), loss_cfg)
                             : make_loss(section, nullptr);
-    evaluators_.push_back(make_evaluator(EvaluatorContext{
-        section, TaskRole::kValidation, &evaluator, recipe_.get("database.conf"),
-        stage_.segment_length, *bank_, loss, stores_, options_.prefetch}));
+    auto context = [&](const ConfigSection& task_section) {
+      return EvaluatorContext{task_section, TaskRole::kValidation, &evaluator, recipe_,
+                              stage_.segment_length, *bank_, loss, stores_,
+                              options_.data.prefetch};
+    };
+    evaluators_.push_back(make_evaluator(context(section)));
+    for (const auto& name : section.get_list("extra_validation_sets", {})) {
+      if (!validation_cfg->has_section(name))
+        section.fail("extra_validation_sets",
+                     "validation_evaluator.cfg has no section [" + name + "]");
+      extra_validations_.push_back(
+          {task, name, make_evaluator(context(validation_cfg->section(name)))});
+    }
     validation_tasks_.push_back(task);
     int64_t batches = evaluators_.back()->num_batches();
     validation_batches_ =
@@ -165,42 +173,42 @@ void MultiTaskTrainer::build_validation() {
   }
   if (evaluators_.empty()) return;
   ValidationPolicyOptions policy;
-  policy.max_tries = options_.max_tries();
-  policy.reset_tries = options_.reset_tries;
-  policy.valid_adapt = options_.valid_adapt;
-  policy.go_back = options_.go_back;
-  policy.num_tracks = options_.acc_steps ? static_cast<int>(evaluators_.size()) : 1;
+  policy.max_tries = options_.schedule.max_tries();
+  policy.reset_tries = options_.schedule.reset_tries;
+  policy.valid_adapt = options_.schedule.valid_adapt;
+  policy.go_back = options_.schedule.go_back;
+  policy.num_tracks = options_.optimizer.acc_steps ? static_cast<int>(evaluators_.size()) : 1;
   policy_ = std::make_unique<ValidationPolicy>(policy);
   spdlog::info("validation: {} task(s), {} batch(es) each, every {} updates{}",
-               evaluators_.size(), validation_batches_, options_.valid_frequency,
-               options_.valid_every_seconds > 0
-                   ? fmt::format(" or {} s of training", options_.valid_every_seconds)
+               evaluators_.size(), validation_batches_, options_.schedule.valid_frequency,
+               options_.schedule.valid_every_seconds > 0
+                   ? fmt::format(" or {} s of training", options_.schedule.valid_every_seconds)
                    : std::string());
 }
 
-ScheduleOptions MultiTaskTrainer::schedule_options() const {
-  ScheduleOptions schedule;
+StageScheduleSettings MultiTaskTrainer::schedule_settings() const {
+  StageScheduleSettings schedule;
   schedule.epoch_steps = num_steps_;
   schedule.max_steps = stage_.max_steps;
   schedule.max_steps_reason = stage_.max_steps_reason;
   schedule.validates = policy_ != nullptr;
-  schedule.valid_frequency = options_.valid_frequency;
-  schedule.valid_every_seconds = options_.valid_every_seconds;
-  schedule.valid_start = options_.valid_start_step;
-  schedule.valid_min_seconds = options_.valid_min_seconds;
-  schedule.checkpoint_every_minutes = options_.checkpoint_every;
-  schedule.checkpoint_every_steps = options_.checkpoint_every_steps;
-  schedule.export_every = communicator_.is_chief() ? options_.export_every : 0;
+  schedule.valid_frequency = options_.schedule.valid_frequency;
+  schedule.valid_every_seconds = options_.schedule.valid_every_seconds;
+  schedule.valid_start = options_.schedule.valid_start_step;
+  schedule.valid_min_seconds = options_.schedule.valid_min_seconds;
+  schedule.checkpoint_every_minutes = options_.schedule.checkpoint_every;
+  schedule.checkpoint_every_steps = options_.schedule.checkpoint_every_steps;
+  schedule.export_every = communicator_.is_chief() ? options_.schedule.export_every : 0;
   schedule.keep_checkpoint_every_hours =
-      communicator_.is_chief() ? options_.keep_checkpoint_every_hours : 0;
-  schedule.progress_every = options_.progress_every;
-  schedule.profile = options_.profile_range();
-  schedule.max_train_seconds = options_.max_train_minutes * 60;
+      communicator_.is_chief() ? options_.schedule.keep_checkpoint_every_hours : 0;
+  schedule.progress_every = options_.schedule.progress_every;
+  schedule.profile = options_.profiling.profile_range();
+  schedule.max_train_seconds = options_.schedule.max_train_minutes * 60;
   return schedule;
 }
 
 double MultiTaskTrainer::current_learning_rate() const {
-  return LearningRateSchedule::from(options_, stage_)(state_.step, num_steps_,
+  return LearningRateSchedule::from(options_.learning_rate, stage_)(state_.step, num_steps_,
                                                       state_.validation.lr_factor);
 }
 
@@ -244,8 +252,8 @@ void MultiTaskTrainer::training_step() {
   // Every rank must agree on when a validation is due and when the time budget ends the stage:
   // they all count the chief's time.
   double counted = last_step_seconds_;
-  bool timed = options_.valid_every_seconds > 0 || options_.valid_min_seconds > 0 ||
-               options_.max_train_minutes > 0;
+  bool timed = options_.schedule.valid_every_seconds > 0 || options_.schedule.valid_min_seconds > 0 ||
+               options_.schedule.max_train_minutes > 0;
   if (timed && communicator_.world_size() > 1)
     counted = broadcast_values(communicator_, {counted}).at(0);
   StageSchedule::updated(state_, counted);
@@ -253,12 +261,20 @@ void MultiTaskTrainer::training_step() {
 
 bool MultiTaskTrainer::validate() {
   auto start = Clock::now();
+  // What each task's track minimises: its loss, or its validation_metric (negated when higher
+  // is better); the loss is logged either way.
   std::vector<double> task_losses;
-  std::map<std::string, double> by_task;
+  std::map<std::string, double> by_task, metrics;
+  std::string metrics_text;
   for (std::size_t v = 0; v < evaluators_.size(); ++v) {
     auto result = evaluators_[v]->evaluate(validation_batches_, &communicator_);
-    task_losses.push_back(result.value());
+    task_losses.push_back(result.selection_value());
     by_task[validation_tasks_[v]] = result.value();
+    if (result.metric.empty()) continue;
+    metrics[validation_tasks_[v]] = result.metric_value();
+    metrics_text += fmt::format("{}{}{} {:.4g} (loss {:.6g})", metrics_text.empty() ? "" : ", ",
+                                evaluators_.size() > 1 ? validation_tasks_[v] + " " : "",
+                                result.metric, result.metric_value(), result.value());
   }
   // The weighted total, each task with its own weight (the original zips by position).
   double total = 0;
@@ -267,7 +283,7 @@ bool MultiTaskTrainer::validate() {
                     options_.tasks.begin();
     total += task_losses[v] * options_.task_weight(position);
   }
-  std::vector<double> tracks = options_.acc_steps ? task_losses : std::vector<double>{total};
+  std::vector<double> tracks = options_.optimizer.acc_steps ? task_losses : std::vector<double>{total};
   ValidationDecision decision = policy_->update(tracks, state_.step, state_.validation);
   StageSchedule::validated(state_);
   // Every rank computed the same sums; the chief's decision still rules, bit for bit.
@@ -286,6 +302,10 @@ bool MultiTaskTrainer::validate() {
   std::string tasks_text;
   if (by_task.size() > 1)
     for (const auto& [name, value] : by_task) tasks_text += fmt::format(", {} {:.6g}", name, value);
+  // With metrics the selection total is a sum of negated scores: show the scores instead.
+  std::string selected = metrics.empty() ? fmt::format("loss {:.6g}", total) : metrics_text;
+  if (!metrics.empty()) tasks_text.clear();
+  nlohmann::json extra_sets = validate_extra_sets(tasks_text);
   nlohmann::json record{{"step", state_.step},
                         {"loss", total},
                         {"task_losses", by_task},
@@ -296,9 +316,10 @@ bool MultiTaskTrainer::validate() {
                         {"lr_factor", state_.validation.lr_factor},
                         {"seconds", seconds}};
   if (decision.terminate) record["reason"] = decision.reason;
-  progress_->validation(record, fmt::format("[{}] validation at step {}: loss {:.6g}{} ({}) in "
-                                            "{:.1f} s",
-                                            stage_.segment_length, state_.step, total, tasks_text,
+  if (!metrics.empty()) record["task_metrics"] = metrics;
+  if (!extra_sets.empty()) record["extra_sets"] = extra_sets;
+  progress_->validation(record, fmt::format("[{}] validation at step {}: {}{} ({}) in {:.1f} s",
+                                            stage_.segment_length, state_.step, selected, tasks_text,
                                             improved ? "improved" : "worse", seconds));
   if (decision.halve_lr && communicator_.is_chief())
     spdlog::info("[{}] halving the learning rate (factor {})", stage_.segment_length,
@@ -328,6 +349,22 @@ bool MultiTaskTrainer::validate() {
   if (communicator_.is_chief()) save(layout().latest(), false);
   pending_validation_seconds_ += seconds_since(start);
   return true;
+}
+
+nlohmann::json MultiTaskTrainer::validate_extra_sets(std::string& text) {
+  nlohmann::json sets = nlohmann::json::object();
+  for (auto& extra : extra_validations_) {
+    auto result = extra.evaluator->evaluate(-1, &communicator_);
+    nlohmann::json& entry = sets[extra.name];
+    entry = {{"task", extra.task}, {"loss", result.value()}};
+    std::string value = fmt::format("loss {:.6g}", result.value());
+    if (!result.metric.empty()) {
+      entry[result.metric] = result.metric_value();
+      value = fmt::format("{} {:.4g}", result.metric, result.metric_value());
+    }
+    text += fmt::format("; {}: {}", extra.name, value);
+  }
+  return sets;
 }
 
 nlohmann::json MultiTaskTrainer::model_norms() const {
@@ -431,7 +468,7 @@ void MultiTaskTrainer::after_update() {
   report.seconds = last_step_seconds_;
   report.allreduce_seconds = last_allreduce_seconds_;
   report.extra["phases"] = last_phases_.to_json();
-  if (options_.log_norms) report.extra["norms"] = model_norms();
+  if (options_.profiling.log_norms) report.extra["norms"] = model_norms();
   progress_->step(report, schedule_->log_progress_now(state_));
   if (schedule_->checkpoint_now(state_)) save(layout().latest(), false);
 }
@@ -443,14 +480,14 @@ StageResult MultiTaskTrainer::run() {
   progress_ = std::make_unique<TrainingProgress>(
       stage_.segment_length,
       communicator_.is_chief() ? layout().metrics() : std::filesystem::path());
-  schedule_ = std::make_unique<StageSchedule>(schedule_options());
+  schedule_ = std::make_unique<StageSchedule>(schedule_settings());
   state_ = StageState{};
   state_.validation = schedule_->initial_validation(policy_ ? policy_->initial_state()
                                                             : ValidationState{});
-  profiler_ = std::make_unique<StepProfiler>(stage_dir_, options_.profile_range(),
+  profiler_ = std::make_unique<StepProfiler>(stage_dir_, options_.profiling.profile_range(),
                                              communicator_.is_chief());
   if (communicator_.is_chief()) {
-    snapshots_ = std::make_unique<ModelSnapshots>(stage_dir_, options_.average_checkpoints);
+    snapshots_ = std::make_unique<ModelSnapshots>(stage_dir_, options_.schedule.average_checkpoints);
     remove_stale_temporaries(layout().logdir());
   }
   bool finished = resume();
@@ -506,7 +543,7 @@ StageResult MultiTaskTrainer::finish() {
   if (policy_) {
     const auto& tracks = state_.validation.tracks;
     result.validated = true;
-    if (options_.acc_steps) {
+    if (options_.optimizer.acc_steps) {
       for (std::size_t v = 0; v < validation_tasks_.size(); ++v) {
         result.best_per_task[validation_tasks_[v]] = tracks[v].best;
         result.best_validation += tracks[v].best;

@@ -39,7 +39,7 @@ class MultiTaskTrainer : public StageTrainer {
  private:
   void build();
   void build_validation();
-  ScheduleOptions schedule_options() const;
+  StageScheduleSettings schedule_settings() const;
   // The latest checkpoint when resuming; returns whether the stage had already finished.
   bool resume();
   void training_step();
@@ -77,6 +77,14 @@ class MultiTaskTrainer : public StageTrainer {
   std::vector<EvaluatorPtr> evaluators_;
   std::vector<std::string> validation_tasks_;
   int64_t validation_batches_ = 0;
+  // Named extra validation sets (a task section's extra_validation_sets): evaluated and logged
+  // with every validation, never selecting.
+  struct ExtraValidation {
+    std::string task, name;
+    EvaluatorPtr evaluator;
+  };
+  std::vector<ExtraValidation> extra_validations_;
+  nlohmann::json validate_extra_sets(std::string& text);
   std::unique_ptr<ValidationPolicy> policy_;
   std::unique_ptr<StageSchedule> schedule_;
   StageState state_;

@@ -12,7 +12,7 @@
 namespace nabu {
 
 std::vector<std::string> frozen_parameter_names(
-    const TrainerOptions& options, const ConfigSection& trainer_section,
+    const OptimizerOptions& options, const ConfigSection& trainer_section,
     const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<std::string> frozen;
   for (const auto& pattern : options.freeze_parameters) {
@@ -35,7 +35,7 @@ std::vector<std::string> frozen_parameter_names(
 }
 
 std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
-    const TrainerOptions& options, std::vector<torch::Tensor> parameters, double learning_rate) {
+    const OptimizerOptions& options, std::vector<torch::Tensor> parameters, double learning_rate) {
   namespace optim = torch::optim;
   if (options.optimizer == "adamw")
     return std::make_unique<optim::AdamW>(
@@ -61,12 +61,12 @@ std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
                                                        .weight_decay(options.weight_decay));
 }
 
-ParameterUpdate::ParameterUpdate(const TrainerOptions& options,
+ParameterUpdate::ParameterUpdate(const OptimizerOptions& options, bool log_norms,
                                  const ConfigSection& trainer_section,
                                  double initial_learning_rate,
                                  const std::vector<std::pair<std::string, torch::Tensor>>& named,
                                  std::vector<Task> tasks)
-    : options_(options), tasks_(std::move(tasks)) {
+    : options_(options), log_norms_(log_norms), tasks_(std::move(tasks)) {
   // Every parameter some task updates, in the order of `named`.
   std::unordered_map<const void*, std::size_t> position;  // tensor -> index in `named`
   for (std::size_t k = 0; k < named.size(); ++k)
@@ -227,7 +227,7 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     }
     clip_norm(combined);
     for (std::size_t j = 0; j < parameters_.size(); ++j) parameters_[j].mutable_grad() = combined[j];
-    if (options_.log_norms) {
+    if (log_norms_) {
       gradient_squares_.assign(parameters_.size(), 0.0);
       for (std::size_t j = 0; j < parameters_.size(); ++j)
         if (combined[j].defined()) gradient_squares_[j] = combined[j].pow(2).sum().item<double>();
@@ -238,7 +238,7 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     // One optimizer per task (and weight group), applied in task order; all gradients were
     // computed before the first update.
     for (std::size_t t = 0; t < tasks_.size(); ++t) clip_norm(*sums[t].gradients);
-    if (options_.log_norms) {
+    if (log_norms_) {
       // A parameter several tasks update counts the squares of every task's gradient.
       gradient_squares_.assign(parameters_.size(), 0.0);
       for (std::size_t t = 0; t < tasks_.size(); ++t) {

@@ -20,7 +20,7 @@ namespace nabu {
 // The names among `named` that trainer.cfg's freeze_parameters patterns match (searched anywhere
 // in the name). A pattern that matches no name is a ConfigError naming the key.
 std::vector<std::string> frozen_parameter_names(
-    const TrainerOptions& options, const ConfigSection& trainer_section,
+    const OptimizerOptions& options, const ConfigSection& trainer_section,
     const std::vector<std::pair<std::string, torch::Tensor>>& named);
 
 class ParameterUpdate {
@@ -40,7 +40,7 @@ class ParameterUpdate {
   // task parameter must be among them, and none that freeze_parameters matches (the trainer
   // takes those out of the tasks; one left in is an Error). Throws ConfigError naming the key
   // when a freeze_parameters or gradient_multipliers pattern matches no parameter.
-  ParameterUpdate(const TrainerOptions& options, const ConfigSection& trainer_section,
+  ParameterUpdate(const OptimizerOptions& options, bool log_norms, const ConfigSection& trainer_section,
                   double initial_learning_rate,
                   const std::vector<std::pair<std::string, torch::Tensor>>& named,
                   std::vector<Task> tasks);
@@ -49,7 +49,7 @@ class ParameterUpdate {
   void apply(const std::vector<TaskSums>& sums, double learning_rate, int64_t step,
              const std::string& failure_hint);
 
-  // log_norms: per model (the parameter name up to its first '.'), the norm of the gradient the
+  // With log_norms: per model (the parameter name up to its first '.'), the norm of the gradient the
   // last update applied (after multipliers and clipping); empty otherwise.
   std::map<std::string, double> last_gradient_norms() const;
 
@@ -60,7 +60,7 @@ class ParameterUpdate {
 
   // The optimizer `options.optimizer` over `parameters` (exposed for the benchmarks and tests).
   static std::unique_ptr<torch::optim::Optimizer> make_optimizer(
-      const TrainerOptions& options, std::vector<torch::Tensor> parameters, double learning_rate);
+      const OptimizerOptions& options, std::vector<torch::Tensor> parameters, double learning_rate);
 
  private:
   struct Slot {
@@ -74,7 +74,8 @@ class ParameterUpdate {
                          const std::string& failure_hint) const;
   void clip_norm(std::vector<torch::Tensor>& gradients) const;
 
-  TrainerOptions options_;
+  OptimizerOptions options_;
+  bool log_norms_ = false;
   std::vector<Task> tasks_;
   std::vector<torch::Tensor> parameters_;
   std::vector<std::string> parameter_names_;  // aligned with parameters_

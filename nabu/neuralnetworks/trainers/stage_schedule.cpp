@@ -4,11 +4,11 @@
 
 namespace nabu {
 
-int64_t ScheduleOptions::limit() const {
+int64_t StageScheduleSettings::limit() const {
   return max_steps >= 0 ? std::min(epoch_steps, max_steps) : epoch_steps;
 }
 
-StageSchedule::StageSchedule(ScheduleOptions options) : options_(std::move(options)) {}
+StageSchedule::StageSchedule(StageScheduleSettings options) : options_(std::move(options)) {}
 
 ValidationState StageSchedule::initial_validation(ValidationState state) const {
   state.validated_step = -options_.valid_frequency;

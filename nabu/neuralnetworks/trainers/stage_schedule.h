@@ -1,7 +1,7 @@
 // Every "is it time to ...?" of a stage (docs/trainer.md, "Schedule"), in one place, as marian's
 // Scheduler: validation (also at the last update), checkpoints (minutes or updates), model
 // exports, kept checkpoints, progress lines, the profiled updates and stopping (updates, epochs,
-// a training-time budget). The answers are pure functions of ScheduleOptions and a StageState;
+// a training-time budget). The answers are pure functions of StageScheduleSettings and a StageState;
 // the stage loop only asks, and the state travels in every checkpoint so that a resumed stage
 // decides exactly as an uninterrupted one. What follows a validation (halve the learning rate,
 // go back, stop early) stays with the ValidationPolicy.
@@ -16,7 +16,7 @@
 
 namespace nabu {
 
-struct ScheduleOptions {
+struct StageScheduleSettings {
   int64_t epoch_steps = 0;        // the updates num_epochs give
   int64_t max_steps = -1;         // a cap on them (-1: none)
   std::string max_steps_reason = "max_steps reached";
@@ -50,8 +50,8 @@ struct StageState {
 
 class StageSchedule {
  public:
-  explicit StageSchedule(ScheduleOptions options);
-  const ScheduleOptions& options() const { return options_; }
+  explicit StageSchedule(StageScheduleSettings options);
+  const StageScheduleSettings& options() const { return options_; }
 
   // Why the stage ends before another update (the step limit, the epochs, the time budget), or
   // nullopt. Early stopping is the ValidationPolicy's.
@@ -82,7 +82,7 @@ class StageSchedule {
   ValidationState initial_validation(ValidationState state) const;
 
  private:
-  ScheduleOptions options_;
+  StageScheduleSettings options_;
 };
 
 }  // namespace nabu

@@ -9,58 +9,51 @@
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
-#include "nabu/pipeline/dynamic_mixing.h"
+#include "nabu/pipeline/task_pipeline.h"
 
 namespace nabu {
 
 TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg,
-                         const Recipe& recipe, const TrainerOptions& options,
+                         const Recipe& recipe, const DataOptions& data,
                          const StageSettings& stage, ModelBank& bank, StoreCache& stores, int rank,
                          int world_size, uint64_t seed)
     : spec_(read_task_spec(section, TaskRole::kTrain)),
       graph_(std::make_unique<ModelGraph>(section, bank)), loss_(make_loss(section, loss_cfg)) {
-  std::string what = "training task [" + spec_.name + "]";
-  for (std::size_t i = 0; i < spec_.linked_sets.size(); ++i) {
-    const LinkedSet& set = spec_.linked_sets[i];
-    auto stored = std::make_shared<ExampleSet>(set.inputs, set.targets,
-                                               recipe.get("database.conf"), stage.segment_length,
-                                               stores, what);
+  for (const LinkedSet& set : spec_.linked_sets) {
+    TaskPipelineOptions options;
+    options.what = "training task [" + spec_.name + "]";
+    options.segment_length = stage.segment_length;
     // trainset_frac keeps the first int(N * frac) examples (docs/trainer.md).
-    stored->truncate(static_cast<int64_t>(stored->size() * spec_.trainset_frac));
-    if (stored->size() == 0) section.fail("trainset_frac", "leaves no training example");
-    num_examples_ = stored->size();  // the last linked set wins, as in the original
-    std::shared_ptr<const ExampleSource> examples = stored;
-    if (options.dynamic_mixing) {
-      // As many new mixtures per epoch as the stores hold examples, so epochs and num_steps keep
-      // their meaning.
+    options.keep_fraction = spec_.trainset_frac;
+    if (data.dynamic_mixing) {
       DynamicMixingOptions mixing;
-      mixing.source_lists = options.dynamic_mixing_sources;
-      mixing.utt2spk = options.dynamic_mixing_utt2spk;
-      mixing.level_range = options.dynamic_mixing_level_range;
-      mixing.speed_range = options.dynamic_mixing_speed_range;
-      mixing.examples_per_epoch = stored->size();
-      mixing.segment_length = stage.segment_length;
+      mixing.source_lists = data.dynamic_mixing_sources;
+      mixing.utt2spk = data.dynamic_mixing_utt2spk;
+      mixing.shares = data.dynamic_mixing_shares;
+      mixing.level_range = data.dynamic_mixing_level_range;
+      mixing.speed_range = data.dynamic_mixing_speed_range;
       mixing.seed =
           seed * 1000003ULL + stable_hash("dynamic mixing/" + spec_.name + "/" + set.name);
-      auto mixtures =
-          std::make_shared<DynamicMixtureSet>(recipe, set.inputs, set.targets, mixing, what);
-      if (rank == 0)
-        spdlog::info("task {}: dynamic mixing: {} new mixtures per epoch, {} sources each, from {} "
-                     "utterances of {} speakers",
-                     spec_.name, mixtures->size(), mixtures->num_sources(),
-                     mixtures->pool().sources().size(), mixtures->pool().num_speakers());
-      examples = mixtures;
+      options.mixing = mixing;
     }
-    BatchPlanOptions plan;
-    plan.batch_size = stage.batch_size;
-    plan.numbuckets = options.numbuckets;
-    plan.shuffle = options.shuffle;
+    options.plan.batch_size = stage.batch_size;
+    options.plan.numbuckets = data.numbuckets;
+    options.plan.shuffle = data.shuffle;
     // Each task and linked set gets its own stream of the run's seed.
-    plan.seed = seed * 1000003ULL + stable_hash(spec_.name + "/" + set.name);
-    plan.rank = rank;
-    plan.world_size = world_size;
-    pipelines_.push_back(
-        {set, std::make_unique<InputPipeline>(examples, plan, /*cycle=*/true, options.prefetch)});
+    options.plan.seed = seed * 1000003ULL + stable_hash(spec_.name + "/" + set.name);
+    options.plan.rank = rank;
+    options.plan.world_size = world_size;
+    options.cycle = true;
+    options.prefetch = data.prefetch;
+    TaskPipeline pipeline(recipe, set.inputs, set.targets, options, stores);
+    if (pipeline.stored_size() == 0) section.fail("trainset_frac", "leaves no training example");
+    num_examples_ = pipeline.stored_size();  // the last linked set wins, as in the original
+    if (const auto* mixtures = pipeline.mixtures(); mixtures && rank == 0)
+      spdlog::info("task {}: dynamic mixing: {} new mixtures per epoch, {} sources each, from {} "
+                   "utterances of {} speakers",
+                   spec_.name, mixtures->size(), mixtures->num_sources(),
+                   mixtures->pool().sources().size(), mixtures->pool().num_speakers());
+    pipelines_.push_back({set, pipeline.start()});
   }
 }
 

@@ -15,7 +15,7 @@
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
-#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/pipeline/input_pipeline.h"
@@ -25,7 +25,7 @@ namespace nabu {
 class TaskTrainer {
  public:
   TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg, const Recipe& recipe,
-              const TrainerOptions& options, const StageSettings& stage, ModelBank& bank,
+              const DataOptions& data, const StageSettings& stage, ModelBank& bank,
               StoreCache& stores, int rank, int world_size, uint64_t seed);
 
   const std::string& name() const { return spec_.name; }

@@ -37,49 +37,42 @@ void TrainerOptions::declare(OptionsReader& r) {
   r("segment_lengths", segment_lengths,
     "curriculum: one training stage per value (frames, or full), each initialised from the "
     "previous stage's best model; must end with full");
+  schedule.declare(r);
+  learning_rate.declare(r);
+  optimizer.declare(r);
+  data.declare(r);
+  profiling.declare(r);
+  r("task_weights", task_weights, "one weight per task (default 1)");
+  r("init_file", init_file, "model file to initialise the first stage from (partial load)");
+
+  // Rules across groups: the per-stage lists have one value per segment length.
+  r.require(!tasks.empty(), "tasks", "lists no tasks");
+  r.require(!segment_lengths.empty(), "segment_lengths", "is empty");
+  for (const auto& segment : segment_lengths)
+    r.require(segment == "full" || (parse_int(segment) && *parse_int(segment) > 0),
+              "segment_lengths", "'" + segment + "' is neither a positive integer nor full");
+  r.require(segment_lengths.empty() || segment_lengths.back() == "full", "segment_lengths",
+            "must end with full (testing uses the full stage's model)");
+  std::size_t stages = segment_lengths.size();
+  auto check_count = [&](const std::string& key, std::size_t count, bool broadcast) {
+    r.require(count == stages || (broadcast && count == 1), key,
+              "has " + std::to_string(count) + " values but segment_lengths has " +
+                  std::to_string(stages));
+  };
+  check_count("batch_size", data.batch_size.size(), false);
+  check_count("numbatches_to_aggregate", data.numbatches_to_aggregate.size(), false);
+  check_count("initial_learning_rate", learning_rate.initial_learning_rate.size(), false);
+  check_count("learning_rate_decay", learning_rate.learning_rate_decay.size(), true);
+  check_count("max_steps", schedule.max_steps.size(), true);
+  r.require(task_weights.empty() || task_weights.size() == tasks.size(), "task_weights",
+            "needs one weight per task (" + std::to_string(tasks.size()) + ")");
+}
+
+void ScheduleOptions::declare(OptionsReader& r) {
   r("num_epochs", num_epochs, "passes over the training data per stage (sets num_steps)");
   r("max_steps", max_steps,
     "per segment length (or one value): stop the stage after this many updates, -1 = no "
     "limit; the learning rate still decays over num_steps; --max-steps overrides it (new)");
-  r("initial_learning_rate", initial_learning_rate, "per segment length");
-  r("learning_rate_decay", learning_rate_decay,
-    "per segment length (or one value): total exponential decay over the stage "
-    "(lr_schedule = exponential only)");
-  r.choice("lr_schedule", lr_schedule, {"exponential", "step", "cosine", "noam"},
-           "new: exponential (initial * learning_rate_decay^(step/num_steps), the original's), "
-           "step (initial * lr_step_factor^floor(step/lr_step_size)), cosine (half a cosine "
-           "from initial to lr_min over num_steps) or noam (initial * min(n/W, sqrt(W/n)) for "
-           "the n-th update, W = warmup_steps: peaks at initial at update W); every schedule "
-           "is multiplied by the halving of valid_adapt (docs/trainer.md)");
-  r("warmup_steps", warmup_steps,
-    "new: the learning rate rises linearly from 0 over a stage's first N updates (update n "
-    "gets n/N of the schedule's value; 0 = off); noam's own warmup, which it requires");
-  r("lr_step_size", lr_step_size, "new: lr_schedule = step: updates per stair (required)");
-  r("lr_step_factor", lr_step_factor,
-    "new: lr_schedule = step: the learning rate is multiplied by this every lr_step_size "
-    "updates");
-  r("lr_min", lr_min, "new: lr_schedule = cosine: the learning rate at the stage's num_steps");
-  r("clip_grad_value", clip_grad_value, "element-wise gradient clipping");
-  r("clip_grad_norm", clip_grad_norm, "global gradient-norm clipping (0 = off; new)");
-  r("normalize_gradients", normalize_gradients, "divide gradients by the task's loss norm");
-  r("batch_size", batch_size, "per segment length: examples per minibatch");
-  r("numbatches_to_aggregate", numbatches_to_aggregate,
-    "per segment length: minibatches accumulated per update");
-  r("numbuckets", numbuckets, "length buckets for batching (1 = none)");
-  r("shuffle", shuffle, "shuffle the examples every epoch (new; False = the original's order)");
-  r("dynamic_mixing", dynamic_mixing,
-    "new: training examples are new mixtures every epoch, made from single-speaker sources and "
-    "computed by the tasks' own processors (docs/dynamic_mixing.md)");
-  r("dynamic_mixing_sources", dynamic_mixing_sources,
-    "new: source lists, 'utterance wav' lines (empty: the sources on the lines of each task's "
-    "target section)");
-  r("dynamic_mixing_utt2spk", dynamic_mixing_utt2spk,
-    "new: 'utterance speaker' lines, so that no mixture has one speaker twice");
-  r("dynamic_mixing_level_range", dynamic_mixing_level_range,
-    "new: relative level of two sources, uniform in +-this many dB");
-  r("dynamic_mixing_speed_range", dynamic_mixing_speed_range,
-    "new: speed perturbation of each source, a speed uniform in 1 +- this (0.1: 0.9 to 1.1; "
-    "tempo, pitch and formants together, as sox speed); 0 = off");
   r("valid_frequency", valid_frequency, "updates between validations (first one at step 0)");
   r("valid_every_seconds", valid_every_seconds,
     "also validate when this many seconds of training passed since the last validation, "
@@ -101,12 +94,6 @@ void TrainerOptions::declare(OptionsReader& r) {
   r("num_tries", num_tries,
     "non-improving validations before stopping (None = never stop early)");
   r("reset_tries", reset_tries, "reset the count of tries when validation improves");
-  r("task_weights", task_weights, "one weight per task (default 1)");
-  r("acc_steps", acc_steps, "one optimizer step per task, applied in task order");
-  r("normalize_weights_acc_steps", normalize_weights_acc_steps,
-    "with acc_steps: divide each task's weight by the summed weights of the tasks sharing a "
-    "parameter");
-  r("init_file", init_file, "model file to initialise the first stage from (partial load)");
   r("checkpoint_every", checkpoint_every, "minutes between checkpoints besides validations");
   r("checkpoint_every_steps", checkpoint_every_steps,
     "also write a checkpoint every N updates (0 = off; new)");
@@ -120,55 +107,48 @@ void TrainerOptions::declare(OptionsReader& r) {
     "keep a copy of latest.pt in <stage>/logdir/kept/ every H hours of training (0 = off; new, "
     "as TensorFlow's Saver)");
   r("progress_every", progress_every, "updates between progress lines");
-  r("profile_steps", profile_steps,
-    "A-B: a Chrome trace of updates A to B in <stage>/profile/ and a table of where their time "
-    "went (data wait, forward, backward, all-reduce, optimizer, validation) in the log (new)");
-  r("log_norms", log_norms,
-    "per-model parameter and applied-gradient norms in metrics.jsonl, plotted by "
-    "tools/plot_metrics (new)");
-  r("prefetch", prefetch, "batches prepared ahead by the background loader");
-  r.choice("optimizer", optimizer, {"adam", "adamw", "sgd", "rmsprop"},
-           "the update rule (new; the original always uses adam)");
-  r("adam_beta1", adam_beta1, "adam/adamw: decay of the first moment");
-  r("adam_beta2", adam_beta2, "adam/adamw: decay of the second moment");
-  r("adam_epsilon", adam_epsilon, "adam/adamw: added to the root of the second moment");
-  r("momentum", momentum, "sgd/rmsprop: momentum (0 = none)");
-  r("weight_decay", weight_decay,
-    "L2 penalty added to the gradient (adam, sgd, rmsprop) or decoupled decay (adamw)");
-  r("rmsprop_decay", rmsprop_decay, "rmsprop: decay of the squared-gradient average (TF's 0.9)");
-  r("rmsprop_epsilon", rmsprop_epsilon, "rmsprop: added to the root of that average");
-  r("freeze_parameters", freeze_parameters,
-    "space-separated regular expressions over parameter names (<model>.<parameter>, as nabu "
-    "list and the model files name them; a pattern matches anywhere unless anchored with ^ $): "
-    "matching parameters are not updated; a pattern that matches nothing is an error");
-  r("gradient_multipliers", gradient_multipliers,
-    "space-separated regex:factor pairs: the normalised gradient of every matching parameter "
-    "is multiplied by factor before clipping (the first matching pair applies)");
-  r.accepted("print_var_updates", "debug printing of variable updates");
-  r.accepted("print_grads_stats", "debug printing of gradient statistics");
 
-  // Rules across keys.
-  r.require(!tasks.empty(), "tasks", "lists no tasks");
-  r.require(!segment_lengths.empty(), "segment_lengths", "is empty");
-  for (const auto& segment : segment_lengths)
-    r.require(segment == "full" || (parse_int(segment) && *parse_int(segment) > 0),
-              "segment_lengths", "'" + segment + "' is neither a positive integer nor full");
-  r.require(segment_lengths.empty() || segment_lengths.back() == "full", "segment_lengths",
-            "must end with full (testing uses the full stage's model)");
-  std::size_t stages = segment_lengths.size();
-  auto check_count = [&](const std::string& key, std::size_t count, bool broadcast) {
-    r.require(count == stages || (broadcast && count == 1), key,
-              "has " + std::to_string(count) + " values but segment_lengths has " +
-                  std::to_string(stages));
-  };
-  check_count("batch_size", batch_size.size(), false);
-  check_count("numbatches_to_aggregate", numbatches_to_aggregate.size(), false);
-  check_count("initial_learning_rate", initial_learning_rate.size(), false);
-  check_count("learning_rate_decay", learning_rate_decay.size(), true);
-  check_count("max_steps", max_steps.size(), true);
-  // The learning-rate schedule: a key of another schedule set to anything but its default is an
-  // error, not silently ignored (the defaults, as config/defaults and the stage's trainer.cfg
-  // write them, pass).
+  for (int value : max_steps)
+    r.require(value >= -1, "max_steps", "must be -1 (no limit) or a number of updates");
+  r.require(num_epochs > 0, "num_epochs", "must be positive");
+  r.require(valid_frequency > 0, "valid_frequency", "must be positive");
+  r.require(valid_every_seconds >= 0, "valid_every_seconds", "must not be negative (0 = off)");
+  r.require(valid_start_step >= 0, "valid_start_step", "must not be negative");
+  r.require(valid_min_seconds >= 0, "valid_min_seconds", "must not be negative (0 = off)");
+  r.require(max_train_minutes >= 0, "max_train_minutes", "must not be negative (0 = none)");
+  r.require(checkpoint_every >= 0, "checkpoint_every", "must not be negative (0 = off)");
+  r.require(checkpoint_every_steps >= 0, "checkpoint_every_steps",
+            "must not be negative (0 = off)");
+  r.require(average_checkpoints >= 0, "average_checkpoints", "must not be negative (0 = off)");
+  r.require(export_every >= 0, "export_every", "must not be negative (0 = off)");
+  r.require(keep_checkpoint_every_hours >= 0, "keep_checkpoint_every_hours",
+            "must not be negative (0 = off)");
+  r.require(num_tries == "None" || (parse_int(num_tries) && *parse_int(num_tries) > 0),
+            "num_tries", "expected a positive integer or None, got '" + num_tries + "'");
+}
+
+void LearningRateOptions::declare(OptionsReader& r) {
+  r("initial_learning_rate", initial_learning_rate, "per segment length");
+  r("learning_rate_decay", learning_rate_decay,
+    "per segment length (or one value): total exponential decay over the stage "
+    "(lr_schedule = exponential only)");
+  r.choice("lr_schedule", lr_schedule, {"exponential", "step", "cosine", "noam"},
+           "new: exponential (initial * learning_rate_decay^(step/num_steps), the original's), "
+           "step (initial * lr_step_factor^floor(step/lr_step_size)), cosine (half a cosine "
+           "from initial to lr_min over num_steps) or noam (initial * min(n/W, sqrt(W/n)) for "
+           "the n-th update, W = warmup_steps: peaks at initial at update W); every schedule "
+           "is multiplied by the halving of valid_adapt (docs/trainer.md)");
+  r("warmup_steps", warmup_steps,
+    "new: the learning rate rises linearly from 0 over a stage's first N updates (update n "
+    "gets n/N of the schedule's value; 0 = off); noam's own warmup, which it requires");
+  r("lr_step_size", lr_step_size, "new: lr_schedule = step: updates per stair (required)");
+  r("lr_step_factor", lr_step_factor,
+    "new: lr_schedule = step: the learning rate is multiplied by this every lr_step_size "
+    "updates");
+  r("lr_min", lr_min, "new: lr_schedule = cosine: the learning rate at the stage's num_steps");
+
+  // A key of another schedule set to anything but its default is an error, not silently ignored
+  // (the defaults, as config/defaults and the stage's trainer.cfg write them, pass).
   auto only_for = [&](const std::string& key, bool set, const std::string& schedule) {
     r.require(!set || lr_schedule == schedule, key,
               "applies only to lr_schedule = " + schedule + " (lr_schedule is " + lr_schedule +
@@ -189,45 +169,38 @@ void TrainerOptions::declare(OptionsReader& r) {
   for (double initial : initial_learning_rate)
     r.require(lr_schedule != "cosine" || lr_min <= initial, "lr_min",
               "must not exceed initial_learning_rate");
-  for (int value : max_steps)
-    r.require(value >= -1, "max_steps", "must be -1 (no limit) or a number of updates");
-  for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");
-  for (int value : numbatches_to_aggregate)
-    r.require(value >= 0, "numbatches_to_aggregate", "must not be negative");
-  r.require(num_epochs > 0, "num_epochs", "must be positive");
-  r.require(valid_frequency > 0, "valid_frequency", "must be positive");
-  r.require(valid_every_seconds >= 0, "valid_every_seconds", "must not be negative (0 = off)");
-  r.require(valid_start_step >= 0, "valid_start_step", "must not be negative");
-  r.require(valid_min_seconds >= 0, "valid_min_seconds", "must not be negative (0 = off)");
-  r.require(max_train_minutes >= 0, "max_train_minutes", "must not be negative (0 = none)");
-  r.require(checkpoint_every >= 0, "checkpoint_every", "must not be negative (0 = off)");
-  r.require(checkpoint_every_steps >= 0, "checkpoint_every_steps",
-            "must not be negative (0 = off)");
-  try {
-    parse_profile_steps(profile_steps);
-  } catch (const std::invalid_argument& e) {
-    r.require(false, "profile_steps", e.what());
-  }
-  r.require(average_checkpoints >= 0, "average_checkpoints", "must not be negative (0 = off)");
-  r.require(export_every >= 0, "export_every", "must not be negative (0 = off)");
-  r.require(keep_checkpoint_every_hours >= 0, "keep_checkpoint_every_hours",
-            "must not be negative (0 = off)");
-  r.require(numbuckets > 0, "numbuckets", "must be positive");
-  r.require(task_weights.empty() || task_weights.size() == tasks.size(), "task_weights",
-            "needs one weight per task (" + std::to_string(tasks.size()) + ")");
-  r.require(num_tries == "None" || (parse_int(num_tries) && *parse_int(num_tries) > 0),
-            "num_tries", "expected a positive integer or None, got '" + num_tries + "'");
+}
+
+void OptimizerOptions::declare(OptionsReader& r) {
+  r.choice("optimizer", optimizer, {"adam", "adamw", "sgd", "rmsprop"},
+           "the update rule (new; the original always uses adam)");
+  r("adam_beta1", adam_beta1, "adam/adamw: decay of the first moment");
+  r("adam_beta2", adam_beta2, "adam/adamw: decay of the second moment");
+  r("adam_epsilon", adam_epsilon, "adam/adamw: added to the root of the second moment");
+  r("momentum", momentum, "sgd/rmsprop: momentum (0 = none)");
+  r("weight_decay", weight_decay,
+    "L2 penalty added to the gradient (adam, sgd, rmsprop) or decoupled decay (adamw)");
+  r("rmsprop_decay", rmsprop_decay, "rmsprop: decay of the squared-gradient average (TF's 0.9)");
+  r("rmsprop_epsilon", rmsprop_epsilon, "rmsprop: added to the root of that average");
+  r("clip_grad_value", clip_grad_value, "element-wise gradient clipping");
+  r("clip_grad_norm", clip_grad_norm, "global gradient-norm clipping (0 = off; new)");
+  r("normalize_gradients", normalize_gradients, "divide gradients by the task's loss norm");
+  r("acc_steps", acc_steps, "one optimizer step per task, applied in task order");
+  r("normalize_weights_acc_steps", normalize_weights_acc_steps,
+    "with acc_steps: divide each task's weight by the summed weights of the tasks sharing a "
+    "parameter");
+  r("freeze_parameters", freeze_parameters,
+    "space-separated regular expressions over parameter names (<model>.<parameter>, as nabu "
+    "list and the model files name them; a pattern matches anywhere unless anchored with ^ $): "
+    "matching parameters are not updated; a pattern that matches nothing is an error");
+  r("gradient_multipliers", gradient_multipliers,
+    "space-separated regex:factor pairs: the normalised gradient of every matching parameter "
+    "is multiplied by factor before clipping (the first matching pair applies)");
+  r.accepted("print_var_updates", "debug printing of variable updates");
+  r.accepted("print_grads_stats", "debug printing of gradient statistics");
+
   r.require(clip_grad_value > 0, "clip_grad_value", "must be positive");
   r.require(clip_grad_norm >= 0, "clip_grad_norm", "must not be negative");
-  r.require(prefetch >= 1, "prefetch", "must be at least 1");
-  r.require(dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
-            "must not be negative");
-  r.require(dynamic_mixing_speed_range >= 0 && dynamic_mixing_speed_range < 0.5,
-            "dynamic_mixing_speed_range", "must be in [0, 0.5)");
-  r.require(dynamic_mixing || dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
-            "is set but dynamic_mixing is False");
-  r.require(dynamic_mixing_sources.size() > 0 || dynamic_mixing_utt2spk.empty(),
-            "dynamic_mixing_utt2spk", "needs dynamic_mixing_sources (the lists it names speakers of)");
   r.require(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must lie in [0, 1)");
   r.require(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must lie in [0, 1)");
   r.require(adam_epsilon > 0, "adam_epsilon", "must be positive");
@@ -248,22 +221,98 @@ void TrainerOptions::declare(OptionsReader& r) {
   }
 }
 
+void DataOptions::declare(OptionsReader& r) {
+  r("batch_size", batch_size, "per segment length: examples per minibatch");
+  r("numbatches_to_aggregate", numbatches_to_aggregate,
+    "per segment length: minibatches accumulated per update");
+  r("numbuckets", numbuckets, "length buckets for batching (1 = none)");
+  r("shuffle", shuffle, "shuffle the examples every epoch (new; False = the original's order)");
+  r("prefetch", prefetch, "batches prepared ahead by the background loader");
+  r("dynamic_mixing", dynamic_mixing,
+    "new: training examples are new mixtures every epoch, made from single-speaker sources and "
+    "computed by the tasks' own processors (docs/dynamic_mixing.md)");
+  r("dynamic_mixing_sources", dynamic_mixing_sources,
+    "new: source lists, 'utterance wav' lines (empty: the sources on the lines of each task's "
+    "target section)");
+  r("dynamic_mixing_utt2spk", dynamic_mixing_utt2spk,
+    "new: 'utterance speaker' lines, so that no mixture has one speaker twice: one file for all "
+    "source lists, or one per list (a speaker is then a speaker of its list)");
+  r("dynamic_mixing_shares", dynamic_mixing_shares,
+    "new: one weight per source list: each source of a mixture comes from list i with "
+    "probability share_i / sum (then a speaker of that list not yet in the mixture), so "
+    "'0.5 0.5' mixes recorded with recorded, recorded with synthetic and synthetic with "
+    "synthetic as 1:2:1; empty = speakers drawn uniformly from all lists");
+  r("dynamic_mixing_level_range", dynamic_mixing_level_range,
+    "new: relative level of two sources, uniform in +-this many dB");
+  r("dynamic_mixing_speed_range", dynamic_mixing_speed_range,
+    "new: speed perturbation of each source, a speed uniform in 1 +- this (0.1: 0.9 to 1.1; "
+    "tempo, pitch and formants together, as sox speed); 0 = off");
+
+  for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");
+  for (int value : numbatches_to_aggregate)
+    r.require(value >= 0, "numbatches_to_aggregate", "must not be negative");
+  r.require(numbuckets > 0, "numbuckets", "must be positive");
+  r.require(prefetch >= 1, "prefetch", "must be at least 1");
+  r.require(dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
+            "must not be negative");
+  r.require(dynamic_mixing_speed_range >= 0 && dynamic_mixing_speed_range < 0.5,
+            "dynamic_mixing_speed_range", "must be in [0, 0.5)");
+  r.require(dynamic_mixing || dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
+            "is set but dynamic_mixing is False");
+  r.require(dynamic_mixing_sources.size() > 0 || dynamic_mixing_utt2spk.empty(),
+            "dynamic_mixing_utt2spk", "needs dynamic_mixing_sources (the lists it names speakers of)");
+  r.require(dynamic_mixing_utt2spk.size() <= 1 ||
+                dynamic_mixing_utt2spk.size() == dynamic_mixing_sources.size(),
+            "dynamic_mixing_utt2spk",
+            "has " + std::to_string(dynamic_mixing_utt2spk.size()) + " files for " +
+                std::to_string(dynamic_mixing_sources.size()) +
+                " dynamic_mixing_sources; give one for all lists or one per list");
+  r.require(dynamic_mixing_shares.empty() ||
+                dynamic_mixing_shares.size() == dynamic_mixing_sources.size(),
+            "dynamic_mixing_shares",
+            "needs one weight per dynamic_mixing_sources list (" +
+                std::to_string(dynamic_mixing_sources.size()) + ")");
+  double share_total = 0;
+  for (double share : dynamic_mixing_shares) {
+    r.require(share >= 0, "dynamic_mixing_shares", "must not be negative");
+    share_total += share;
+  }
+  r.require(dynamic_mixing_shares.empty() || share_total > 0, "dynamic_mixing_shares",
+            "must not all be 0");
+}
+
+void ProfilingOptions::declare(OptionsReader& r) {
+  r("profile_steps", profile_steps,
+    "A-B: a Chrome trace of updates A to B in <stage>/profile/ and a table of where their time "
+    "went (data wait, forward, backward, all-reduce, optimizer, validation) in the log (new)");
+  r("log_norms", log_norms,
+    "per-model parameter and applied-gradient norms in metrics.jsonl, plotted by "
+    "tools/plot_metrics (new)");
+
+  try {
+    parse_profile_steps(profile_steps);
+  } catch (const std::invalid_argument& e) {
+    r.require(false, "profile_steps", e.what());
+  }
+}
+
 StageSettings TrainerOptions::stage(std::size_t index) const {
   StageSettings stage;
   stage.index = static_cast<int>(index);
   stage.segment_length = segment_lengths.at(index);
-  stage.batch_size = batch_size.at(index);
+  stage.batch_size = data.batch_size.at(index);
   // numbatches_to_aggregate == 0 means one minibatch per update (docs/trainer.md).
-  stage.numbatches_to_aggregate = std::max(1, numbatches_to_aggregate.at(index));
-  stage.initial_learning_rate = initial_learning_rate.at(index);
-  stage.learning_rate_decay =
-      learning_rate_decay.size() == 1 ? learning_rate_decay[0] : learning_rate_decay.at(index);
-  stage.max_steps = max_steps.size() == 1 ? max_steps[0] : max_steps.at(index);
+  stage.numbatches_to_aggregate = std::max(1, data.numbatches_to_aggregate.at(index));
+  stage.initial_learning_rate = learning_rate.initial_learning_rate.at(index);
+  const auto& decay = learning_rate.learning_rate_decay;
+  stage.learning_rate_decay = decay.size() == 1 ? decay[0] : decay.at(index);
+  const auto& caps = schedule.max_steps;
+  stage.max_steps = caps.size() == 1 ? caps[0] : caps.at(index);
   stage.max_steps_reason = "max_steps reached";
   return stage;
 }
 
-int TrainerOptions::max_tries() const {
+int ScheduleOptions::max_tries() const {
   return num_tries == "None" ? -1 : static_cast<int>(*parse_int(num_tries));
 }
 
@@ -271,7 +320,7 @@ double TrainerOptions::task_weight(std::size_t task_index) const {
   return task_weights.empty() ? 1.0 : task_weights.at(task_index);
 }
 
-std::vector<std::pair<std::string, double>> TrainerOptions::multipliers() const {
+std::vector<std::pair<std::string, double>> OptimizerOptions::multipliers() const {
   std::vector<std::pair<std::string, double>> pairs;
   for (const auto& text : gradient_multipliers) pairs.push_back(*parse_multiplier(text));
   return pairs;
@@ -299,7 +348,7 @@ std::vector<StageSettings> resolve_stages(const TrainerOptions& options,
   return stages;
 }
 
-std::pair<int64_t, int64_t> TrainerOptions::profile_range() const {
+std::pair<int64_t, int64_t> ProfilingOptions::profile_range() const {
   return parse_profile_steps(profile_steps);
 }
 

@@ -2,6 +2,7 @@
 // The original's keys keep their meaning (docs/trainer.md); the new ones say so in their help.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,27 +25,14 @@ struct StageSettings {
   std::string max_steps_reason;  // what set max_steps, for the log ("--max-steps reached")
 };
 
-struct TrainerOptions {
-  std::string trainer = "multi_task";
-  std::vector<std::string> tasks;
-  std::vector<std::string> segment_lengths{"full"};
+// trainer.cfg's keys fall into five groups, each declared once (its `declare`, called by
+// TrainerOptions::declare: every key stays in [trainer]) and handed whole to the part that uses
+// it. The per-stage lists (one value per segment length) are resolved into StageSettings.
+
+// When to validate, checkpoint, export and stop (StageSchedule, ValidationPolicy).
+struct ScheduleOptions {
   int num_epochs = 100;
   std::vector<int> max_steps{-1};  // new: per stage cap on the updates, -1 = none
-  std::vector<double> initial_learning_rate{1e-3};
-  std::vector<double> learning_rate_decay{1.0};
-  // The learning-rate schedule (new; learning_rate.h, docs/trainer.md "Learning rate").
-  std::string lr_schedule = "exponential";  // exponential | step | cosine | noam
-  int warmup_steps = 0;                     // linear warmup over a stage's first updates
-  int lr_step_size = 0;                     // step: updates per stair
-  double lr_step_factor = 0.1;              // step: factor per stair
-  double lr_min = 0.0;                      // cosine: the value at the stage's num_steps
-  double clip_grad_value = 2e7;
-  double clip_grad_norm = 0.0;  // new: global-norm clipping, 0 = off
-  bool normalize_gradients = true;
-  std::vector<int> batch_size{8};
-  std::vector<int> numbatches_to_aggregate{1};
-  int numbuckets = 1;
-  bool shuffle = true;  // new: the original never shuffles (file order)
   int valid_frequency = 150;
   double valid_every_seconds = 0;  // new: also validate after this much training time (0 = off)
   int valid_start_step = 0;        // new: no validation before this update (but the last)
@@ -54,45 +42,95 @@ struct TrainerOptions {
   bool go_back = false;
   std::string num_tries = "3";  // an integer, or None for no early stopping
   bool reset_tries = true;
-  std::vector<double> task_weights;  // default: 1 per task
-  bool acc_steps = false;
-  bool normalize_weights_acc_steps = false;
-  std::string init_file;
   double checkpoint_every = 10.0;  // minutes
   int checkpoint_every_steps = 0;  // new: also every N updates (0 = off)
   int average_checkpoints = 0;     // new: N best validated models averaged into model_avg.pt
   int export_every = 0;            // new: updates between model snapshots (0 = off)
   double keep_checkpoint_every_hours = 0;  // new: keep latest.pt every H hours (0 = off)
   int progress_every = 10;         // steps between progress lines
-  std::string profile_steps;       // new: "A-B", updates to trace and tabulate
-  bool log_norms = false;          // new: per-model parameter and gradient norms in metrics
-  int prefetch = 4;                // batches the loader keeps ready
-  // New: new training mixtures every epoch (pipeline/dynamic_mixing.h).
-  bool dynamic_mixing = false;
-  std::vector<std::string> dynamic_mixing_sources;
-  std::string dynamic_mixing_utt2spk;
-  double dynamic_mixing_level_range = 5.0;
-  double dynamic_mixing_speed_range = 0.0;
 
-  // The update rule (new; the original always uses Adam with TF's defaults).
+  void declare(OptionsReader& r);
+  // num_tries as an int; -1 when disabled (None).
+  int max_tries() const;
+};
+
+// The learning-rate schedule (learning_rate.h, docs/trainer.md "Learning rate").
+struct LearningRateOptions {
+  std::vector<double> initial_learning_rate{1e-3};  // per stage
+  std::vector<double> learning_rate_decay{1.0};     // per stage, or one value
+  std::string lr_schedule = "exponential";  // exponential | step | cosine | noam
+  int warmup_steps = 0;                     // linear warmup over a stage's first updates
+  int lr_step_size = 0;                     // step: updates per stair
+  double lr_step_factor = 0.1;              // step: factor per stair
+  double lr_min = 0.0;                      // cosine: the value at the stage's num_steps
+
+  void declare(OptionsReader& r);
+};
+
+// The update rule (ParameterUpdate; new: the original always uses Adam with TF's defaults).
+struct OptimizerOptions {
   std::string optimizer = "adam";
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
   double momentum = 0.0;
   double weight_decay = 0.0;
   double rmsprop_decay = 0.9, rmsprop_epsilon = 1e-10;
+  double clip_grad_value = 2e7;
+  double clip_grad_norm = 0.0;  // new: global-norm clipping, 0 = off
+  bool normalize_gradients = true;
+  bool acc_steps = false;
+  bool normalize_weights_acc_steps = false;
   std::vector<std::string> freeze_parameters;     // regular expressions over parameter names
   std::vector<std::string> gradient_multipliers;  // "regex:factor"
 
   void declare(OptionsReader& r);
-  StageSettings stage(std::size_t index) const;
-  std::size_t num_stages() const { return segment_lengths.size(); }
-  // num_tries as an int; -1 when disabled (None).
-  int max_tries() const;
-  double task_weight(std::size_t task_index) const;
-  // profile_steps as (first, last) update; {0, 0} when off.
-  std::pair<int64_t, int64_t> profile_range() const;
   // gradient_multipliers as (regular expression, factor) pairs.
   std::vector<std::pair<std::string, double>> multipliers() const;
+};
+
+// How training examples are batched and loaded (TaskTrainer's input pipeline).
+struct DataOptions {
+  std::vector<int> batch_size{8};              // per stage
+  std::vector<int> numbatches_to_aggregate{1};  // per stage
+  int numbuckets = 1;
+  bool shuffle = true;  // new: the original never shuffles (file order)
+  int prefetch = 4;     // batches the loader keeps ready
+  // New: new training mixtures every epoch (pipeline/dynamic_mixing.h).
+  bool dynamic_mixing = false;
+  std::vector<std::string> dynamic_mixing_sources;
+  std::vector<std::string> dynamic_mixing_utt2spk;  // one for all lists, or one per list
+  std::vector<double> dynamic_mixing_shares;         // one weight per list; empty = by speaker
+  double dynamic_mixing_level_range = 5.0;
+  double dynamic_mixing_speed_range = 0.0;
+
+  void declare(OptionsReader& r);
+};
+
+// What is measured besides the losses (new).
+struct ProfilingOptions {
+  std::string profile_steps;  // "A-B", updates to trace and tabulate
+  bool log_norms = false;     // per-model parameter and gradient norms in metrics
+
+  void declare(OptionsReader& r);
+  // profile_steps as (first, last) update; {0, 0} when off.
+  std::pair<int64_t, int64_t> profile_range() const;
+};
+
+struct TrainerOptions {
+  std::string trainer = "multi_task";
+  std::vector<std::string> tasks;
+  std::vector<std::string> segment_lengths{"full"};
+  std::vector<double> task_weights;  // default: 1 per task
+  std::string init_file;
+  ScheduleOptions schedule;
+  LearningRateOptions learning_rate;
+  OptimizerOptions optimizer;
+  DataOptions data;
+  ProfilingOptions profiling;
+
+  void declare(OptionsReader& r);
+  StageSettings stage(std::size_t index) const;
+  std::size_t num_stages() const { return segment_lengths.size(); }
+  double task_weight(std::size_t task_index) const;
 };
 
 // Reads and validates [trainer] of trainer.cfg.

@@ -30,8 +30,9 @@ ValidationDecision ValidationPolicy::update(const std::vector<double>& losses, i
   for (std::size_t i = 0; i < losses.size(); ++i) {
     ValidationTrack& track = state.tracks[i];
     double current = losses[i];
-    // 1. relative improvement against the previous validation
-    track.relative.push_back((track.previous - current) / track.previous);
+    // 1. relative improvement against the previous validation (the magnitude divides: a
+    // validation_metric track holds negated scores, which are negative)
+    track.relative.push_back((track.previous - current) / std::fabs(track.previous));
     track.relative.pop_front();
     // 2./3. worse or equal than the best: count a try; better: new best
     if (current >= track.best) {

@@ -1,4 +1,4 @@
-#include "nabu/neuralnetworks/task_spec.h"
+#include "nabu/neuralnetworks/task_definition.h"
 
 #include <set>
 
@@ -28,6 +28,11 @@ std::vector<std::string> fixed_keys(TaskRole role) {
   if (role != TaskRole::kTrain) {
     keys.insert(keys.end(), {"requested_utts", "batch_size", "evaluator"});
   }
+  // Validation by metric (docs/trainer.md), read by metric_evaluator and the trainer.
+  if (role == TaskRole::kValidation)
+    keys.insert(keys.end(), {"validation_metric", "metric_org_mix", "metric_usedbins",
+                             "metric_org_src", "metric_references", "metric_utts",
+                             "extra_validation_sets"});
   if (role == TaskRole::kTest)
     keys.insert(keys.end(), {"scorers_names", "output_handling_type", "postprocessors_names"});
   return keys;

@@ -1,4 +1,4 @@
-#include "nabu/postprocessing/test_run.h"
+#include "nabu/postprocessing/evaluation_run.h"
 
 #include <signal.h>
 
