@@ -64,6 +64,8 @@ class MetricEvaluator : public Evaluator {
   // Adds one utterance's score to sum_ and count_.
   void score(const std::string& utterance, const TensorMap& outputs);
   void score_signals(const std::string& utterance, const TensorMap& outputs);
+  // [S, N] of a mask reconstructor: its masks applied to the mixture's spectrum.
+  torch::Tensor masked_signals(const std::string& utterance, const TensorMap& outputs);
   void score_labels(const std::string& utterance, const TensorMap& outputs);
 
   std::string metric_;
@@ -130,6 +132,8 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
     metric_source.fail("validation_metric", metric_ + " reconstructs with reconstructor.cfg's [" +
                                                 task + "], which the recipe does not have");
   reconstructor_ = make_reconstructor(reconstructors->section(task));
+  sources_ = section_reader(context, "metric_org_src", "the sources to score against");
+  if (reconstructor_->estimates_signals()) return;
   mixture_ = section_reader(context, "metric_org_mix", "the mixtures' complex spectrum");
   if (!mixture_->feature_options() || mixture_->feature_options()->feature != "spec")
     section.fail("metric_org_mix", "section [" + mixture_->section() +
@@ -137,17 +141,23 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
   if (reconstructor_->needs_usedbins())
     usedbins_ = section_reader(context, "metric_usedbins",
                                "reconstruct_type " + reconstructor_->type() + " masks bins");
-  sources_ = section_reader(context, "metric_org_src", "the sources to score against");
 }
 
-void MetricEvaluator::score_signals(const std::string& utterance, const TensorMap& outputs) {
+torch::Tensor MetricEvaluator::masked_signals(const std::string& utterance,
+                                              const TensorMap& outputs) {
   int rate = 0;
   auto spectrum = mixture_->read(utterance, &rate);
   torch::Tensor usedbins;
   if (usedbins_) usedbins = usedbins_->read(utterance);
   auto masks = reconstructor_->masks(outputs, usedbins);
   FrameSettings settings = mixture_->feature_options()->frames(rate);
-  auto estimates = masks_to_signals(masks, spectrum, settings, frames_span(spectrum.size(0), settings));
+  return masks_to_signals(masks, spectrum, settings, frames_span(spectrum.size(0), settings));
+}
+
+void MetricEvaluator::score_signals(const std::string& utterance, const TensorMap& outputs) {
+  auto estimates = reconstructor_->estimates_signals()
+                       ? reconstructor_->signals(outputs, /*normalise=*/true)
+                       : masked_signals(utterance, outputs);
   auto references = sources_->read(utterance);
   if (references.size(0) != estimates.size(0))
     throw DataError("validation utterance " + utterance + ": [" + sources_->section() + "] has " +

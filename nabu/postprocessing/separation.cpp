@@ -146,9 +146,13 @@ TaskSeparation::TaskSeparation(Separator& owner, const std::string& task)
     throw ConfigError(reconstructors.path() + ": no section [" + task + "] for test task " + task);
   reconstructor_ = make_reconstructor(*reconstructor_section);
   mixture_ = std::make_unique<SectionReader>(recipe, reconstructor_->org_mix_section());
-  if (!mixture_->feature_options() || mixture_->feature_options()->feature != "spec")
+  if (!reconstructor_->estimates_signals() &&
+      (!mixture_->feature_options() || mixture_->feature_options()->feature != "spec"))
     reconstructor_section->fail("org_mix", "section [" + reconstructor_->org_mix_section() +
                                                "] must give the complex spectrum (feature = spec)");
+  if (!mixture_->feature_options())
+    reconstructor_section->fail("org_mix", "section [" + reconstructor_->org_mix_section() +
+                                               "] must read audio (a processor with a feature)");
   if (reconstructor_->needs_usedbins())
     usedbins_ = std::make_unique<SectionReader>(recipe, reconstructor_->usedbins_section());
 }
@@ -157,6 +161,10 @@ Separation TaskSeparation::reconstruct(const std::string& utterance, const Tenso
   Separation separation;
   separation.utterance = utterance;
   auto spectrum = mixture_->read(utterance, &separation.sample_rate);
+  if (reconstructor_->estimates_signals()) {
+    separation.signals = reconstructor_->signals(outputs, /*normalise=*/true);
+    return separation;
+  }
   torch::Tensor usedbins;
   if (usedbins_) usedbins = usedbins_->read(utterance);
   separation.masks = reconstructor_->masks(outputs, usedbins);
@@ -177,6 +185,13 @@ EvaluationResult TaskSeparation::evaluate(int64_t max_utterances, const Callback
 
 torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int sample_rate) {
   auto one = owner_.forward_samples(name_, samples, sample_rate);
+  if (reconstructor_->estimates_signals()) {
+    // The model saw the signal scaled to max |x| = 1 (feature = raw); back to the mixture's scale.
+    auto signals = reconstructor_->signals(one, /*normalise=*/false);
+    auto heard = samples.slice(0, 0, std::min(samples.size(0), signals.size(1)));
+    double peak = heard.numel() ? heard.abs().max().item<double>() : 0.0;
+    return peak > 0.0 ? signals * peak : signals;
+  }
   auto spectrum = mixture_->process_audio(samples, sample_rate);
   torch::Tensor usedbins;
   if (usedbins_) usedbins = usedbins_->process_audio(samples, sample_rate);

@@ -294,4 +294,28 @@ torch::Tensor min_over_permutations(const torch::Tensor& pairwise, bool allow_pe
   return pairwise.gather(1, chosen.unsqueeze(1)).squeeze(1).sum(-1);
 }
 
+torch::Tensor pairwise_si_snr(const torch::Tensor& estimates, const torch::Tensor& sources,
+                              const torch::Tensor& lengths, double epsilon) {
+  const int64_t samples = estimates.size(1);
+  auto real = real_frames(lengths, samples, estimates).unsqueeze(2);  // [B, N, 1]
+  auto count = lengths.to(estimates.device(), estimates.scalar_type())
+                   .clamp_min(1.0)
+                   .view({-1, 1, 1});
+  auto centred = [&](const torch::Tensor& x) {
+    auto masked = x * real;
+    return (masked - masked.sum(1, /*keepdim=*/true) / count) * real;
+  };
+  auto estimate = centred(estimates);  // [B, N, S]
+  auto source = centred(sources);
+  // [B, S_est, S_src] inner products and the sources' energies.
+  auto dot = torch::bmm(estimate.transpose(1, 2), source);
+  auto source_energy = source.pow(2).sum(1).unsqueeze(1);      // [B, 1, S]
+  auto estimate_energy = estimate.pow(2).sum(1).unsqueeze(2);  // [B, S, 1]
+  auto alpha = dot / (source_energy + epsilon);
+  // ‖αs‖² = α²‖s‖²; ‖ŝ − αs‖² = ‖ŝ‖² − 2α⟨ŝ,s⟩ + α²‖s‖², without forming the S² projections.
+  auto target_energy = alpha.pow(2) * source_energy;
+  auto error_energy = (estimate_energy - 2.0 * alpha * dot + target_energy).clamp_min(0.0);
+  return 10.0 * torch::log10(target_energy / (error_energy + epsilon) + epsilon);
+}
+
 }  // namespace nabu::losses

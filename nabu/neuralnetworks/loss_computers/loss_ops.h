@@ -92,4 +92,13 @@ std::vector<int64_t> solve_assignment(const std::vector<double>& cost, int64_t n
 // `allow_permutation`). Differentiable through the chosen permutation, like reduce_min.
 torch::Tensor min_over_permutations(const torch::Tensor& pairwise, bool allow_permutation);
 
+// ---- scale-invariant SNR ---------------------------------------------------------------------
+
+// si_snr[b, i, j] = SI-SNR in dB of estimate i against source j ([B, S, S]), over the first
+// lengths[b] samples of utterance b, each signal made zero-mean over those samples:
+// 10 log10(‖αs‖² / (‖ŝ − αs‖² + ε) + ε) with α = ⟨ŝ, s⟩ / (‖s‖² + ε). estimates and sources are
+// [B, N, S]; samples past a length never count. Differentiable with respect to the estimates.
+torch::Tensor pairwise_si_snr(const torch::Tensor& estimates, const torch::Tensor& sources,
+                              const torch::Tensor& lengths, double epsilon = 1e-8);
+
 }  // namespace nabu::losses

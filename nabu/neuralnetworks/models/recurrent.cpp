@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "nabu/core/error.h"
+#include "nabu/neuralnetworks/models/fused_lstm.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
 namespace nabu::recurrent {
@@ -238,6 +239,28 @@ ScanOutput run_direction(LstmCellImpl& cell, const torch::Tensor& x, const torch
     if (output.replicas.defined()) output.replicas = reverse_padded(output.replicas, lengths);
   }
   return output;
+}
+
+torch::Tensor bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& x,
+                                 const torch::Tensor& lengths, bool training) {
+  auto weights = layer.all_weights();
+  const int64_t units = layer.options.hidden_size();
+  if (x.size(0) == 0 || x.size(1) == 0)
+    return torch::zeros({x.size(0), x.size(1), 2 * units}, x.options());
+  auto long_lengths = lengths.to(torch::kLong);
+  if (fused_lstm::supports(x))
+    return fused_lstm::layer(x.transpose(0, 1), weights, long_lengths.cpu()).transpose(0, 1);
+  auto direction = [&](const torch::Tensor& input, std::size_t first) -> torch::Tensor {
+    auto h0 = torch::zeros({1, input.size(0), units}, input.options());
+    std::vector<torch::Tensor> state{h0, torch::zeros_like(h0)};
+    std::vector<torch::Tensor> parameters(weights.begin() + first, weights.begin() + first + 4);
+    return std::get<0>(torch::lstm(input, state, parameters, /*has_biases=*/true, 1, 0.0,
+                                   training, false, /*batch_first=*/true));
+  };
+  auto device_lengths = long_lengths.to(x.device());
+  auto forward = direction(x, 0);
+  auto backward = reverse_padded(direction(reverse_padded(x, device_lengths), 4), device_lengths);
+  return zero_padding(torch::cat({forward, backward}, -1), device_lengths);
 }
 
 }  // namespace nabu::recurrent

@@ -86,4 +86,10 @@ TORCH_MODULE(LstmCell);
 ScanOutput run_direction(LstmCellImpl& cell, const torch::Tensor& x, const torch::Tensor& lengths,
                          bool reverse, const ResetSchedule& schedule, bool training);
 
+// A bidirectional LibTorch LSTM layer (batch_first) on x [B, T, F] that respects sequence
+// lengths: fused_lstm.h on the CPU; elsewhere LibTorch's kernel forward and on each sequence
+// reversed within its length. Padded frames of the result [B, T, 2H] are zero.
+torch::Tensor bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& x,
+                                 const torch::Tensor& lengths, bool training);
+
 }  // namespace nabu::recurrent

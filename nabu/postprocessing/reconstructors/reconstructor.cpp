@@ -37,6 +37,18 @@ const torch::Tensor& Reconstructor::output(const TensorMap& outputs,
               "'; the task gives: " + (names.empty() ? std::string("none") : join(names, ", ")));
 }
 
+torch::Tensor Reconstructor::signals(const TensorMap&, bool) {
+  throw Error(where_ + ": reconstruct_type " + type_ +
+              " makes masks, not signals (a bug: callers ask estimates_signals() first)");
+}
+
+torch::Tensor peak_normalised(const torch::Tensor& signals) {
+  auto values = signals.to(torch::kFloat64);
+  if (values.numel() == 0) return values;
+  auto peak = values.abs().amax(-1, /*keepdim=*/true);
+  return values / torch::where(peak > 0, peak, torch::ones_like(peak));
+}
+
 torch::Tensor Reconstructor::checked_usedbins(const torch::Tensor& usedbins,
                                               int64_t frames) const {
   if (!usedbins.defined() || usedbins.dim() != 2)
@@ -72,13 +84,11 @@ torch::Tensor masks_to_signals(const torch::Tensor& masks, const torch::Tensor& 
   auto mixture = mixture_spectrum.to(torch::kComplexDouble);
   auto weights = masks.to(torch::kFloat64);
   std::vector<torch::Tensor> signals;
-  for (int64_t s = 0; s < masks.size(0); ++s) {
-    auto signal = overlap_add_inverse(mixture * weights[s], settings, signal_length);
-    // docs/postprocessing.md: every reconstruction is scaled to max |x| = 1.
-    double peak = normalise && signal.numel() ? signal.abs().max().item<double>() : 0.0;
-    signals.push_back(peak > 0.0 ? signal / peak : signal);
-  }
-  return torch::stack(signals);
+  for (int64_t s = 0; s < masks.size(0); ++s)
+    signals.push_back(overlap_add_inverse(mixture * weights[s], settings, signal_length));
+  // docs/postprocessing.md: every reconstruction is scaled to max |x| = 1.
+  auto stacked = torch::stack(signals);
+  return normalise ? peak_normalised(stacked) : stacked;
 }
 
 }  // namespace nabu

@@ -51,6 +51,13 @@ class Reconstructor {
   // Returns float masks [S, T, F].
   virtual torch::Tensor masks(const TensorMap& outputs, const torch::Tensor& usedbins) = 0;
 
+  // Whether the model outputs are the separated waveforms themselves (time-domain models): then
+  // signals() gives them and masks() is not used; org_mix only has to give the mixture's audio.
+  virtual bool estimates_signals() const { return false; }
+  // outputs: the model outputs of ONE utterance truncated to its N samples. Returns [S, N] double,
+  // each scaled to max |x| = 1 with `normalise` (as masks_to_signals).
+  virtual torch::Tensor signals(const TensorMap& outputs, bool normalise);
+
   // Cluster centres [S, D] of the last masks() call (saved by the original under
   // cluster_centers/); undefined for types that do not cluster.
   const torch::Tensor& last_cluster_centers() const { return last_centers_; }
@@ -78,6 +85,9 @@ ReconstructorRegistry& reconstructor_registry();
 
 // Builds the reconstructor named by the section's `reconstruct_type` (errors name file:line).
 ReconstructorPtr make_reconstructor(const ConfigSection& section);
+
+// Each row of signals [S, N] scaled to max |x| = 1 (an all-zero row stays zero). Returns double.
+torch::Tensor peak_normalised(const torch::Tensor& signals);
 
 // Applies every mask to the mixture's complex STFT [T, F] and inverts it with the original's
 // spec2time (overlap_add_inverse, then, with `normalise`, each signal scaled to max |x| = 1; an
