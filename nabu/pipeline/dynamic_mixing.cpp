@@ -356,12 +356,22 @@ MixedSignals DynamicMixtureSet::signals(const Draw& d) const {
 
 DynamicMixtureSet::Crop DynamicMixtureSet::crop(const Binding& binding, const Draw& d,
                                                  int64_t samples) const {
+  const Binding& lead = bindings_.front();
+  if (binding.framing != Framing::kUnknown && lead.framing != Framing::kUnknown &&
+      binding.framing != lead.framing) {
+    // Another domain than the first binding's (the waveform targets of a spectrogram model):
+    // the samples the draw's frames cover, or the frames of the draw's samples, all kept.
+    if (lead.framing == Framing::kSamples)
+      return {d.first_frame, std::min(d.first_frame + d.length, samples), 0, -1};
+    int64_t first = d.first_frame * lead.settings.frame_step();
+    return {first, std::min(first + frames_span(d.length, lead.settings), samples), 0, -1};
+  }
   if (d.length == d.frames || binding.framing == Framing::kUnknown)
-    return {0, samples, d.first_frame};  // whole, then sliced
+    return {0, samples, d.first_frame, d.length};  // whole, then sliced
   if (binding.framing == Framing::kSamples)
-    return {d.first_frame, d.first_frame + d.length, 0};
+    return {d.first_frame, d.first_frame + d.length, 0, d.length};
   int64_t first = d.first_frame * binding.settings.frame_step();
-  return {first, std::min(first + frames_span(d.length, binding.settings), samples), 0};
+  return {first, std::min(first + frames_span(d.length, binding.settings), samples), 0, d.length};
 }
 
 Batch DynamicMixtureSet::load(int64_t epoch, const std::vector<int64_t>& indices) const {
@@ -388,7 +398,8 @@ Batch DynamicMixtureSet::load(int64_t epoch, const std::vector<int64_t>& indices
         }
         const Processor& processor = binding.reader->processor();
         auto data = processor.process_signals(signals, pool_->sample_rate());
-        int64_t end = std::min(data.size(0), part.skip_frames + d.length);
+        int64_t end = part.rows < 0 ? data.size(0)
+                                    : std::min(data.size(0), part.skip_frames + part.rows);
         tensors.push_back(data.slice(0, std::min(part.skip_frames, end), end)
                               .to(stored_scalar_type(processor.stored_type())));
       }

@@ -139,8 +139,10 @@ class DynamicMixtureSet : public ExampleSource {
   };
   // The samples [first, last) a binding's processor is given for the frames a draw keeps, and
   // the frames of its result to skip before them.
+  // Samples [first, last) of the mixed signals go through the binding's processor; rows
+  // [skip_frames, skip_frames + rows) of its output are kept (rows < 0: all of them).
   struct Crop {
-    int64_t first, last, skip_frames;
+    int64_t first, last, skip_frames, rows;
   };
   int64_t predicted_frames(int64_t samples) const;
   Crop crop(const Binding& binding, const Draw& d, int64_t samples) const;

@@ -12,6 +12,7 @@
 #include "nabu/pipeline/dynamic_mixing.h"
 #include "nabu/pipeline/input_pipeline.h"
 #include "nabu/processing/audio.h"
+#include "nabu/processing/signal.h"
 #include "test_helpers.h"
 
 using namespace nabu;
@@ -112,7 +113,17 @@ struct MixingRecipe {
                    "\nprocessor_config = target.cfg\n"
                    "[usedbins]\ndatafiles = " + (dir / "mix.scp").string() +
                    "\npreprocess = True\nstore_dir = " + (dir / "stores/usedbins").string() +
-                   "\nprocessor_config = usedbins.cfg\n");
+                   "\nprocessor_config = usedbins.cfg\n"
+                   "[wave]\ndatafiles = " + (dir / "mix.scp").string() +
+                   "\npreprocess = True\nstore_dir = " + (dir / "stores/wave").string() +
+                   "\nprocessor_config = wave.cfg\n"
+                   "[waves]\ndatafiles = " + (dir / "allS.scp").string() +
+                   "\npreprocess = True\nstore_dir = " + (dir / "stores/waves").string() +
+                   "\nprocessor_config = waves.cfg\n");
+    const std::string raw = "feature = raw\nwinlen = 0.032\nwinstep = 0.008\n";
+    write_text(dir / "recipe/wave.cfg", "[processor]\nprocessor = audio_signal_processor\n" + raw);
+    write_text(dir / "recipe/waves.cfg",
+               "[processor]\nprocessor = multi_target_processor\nnrs = 2\n" + raw);
     MvnStatistics statistics;
     statistics.mean = torch::full({129}, 3.0, torch::kFloat64);
     statistics.std = torch::full({129}, 2.0, torch::kFloat64);
@@ -334,6 +345,36 @@ TEST(DynamicMixing, CropsAreExactlyTheFramesOfTheWholeMixture) {
     checked += d.first_frame > 0;
   }
   EXPECT_GT(checked, 3) << "crops should start at various frames";
+}
+
+// Waveform targets of a spectrogram model (pit_sisnr_masks): whole or cropped, they are the
+// samples the features' frames cover, not as many samples as there are frames.
+TEST(DynamicMixing, WaveformTargetsCoverTheSamplesOfTheFeatureFrames) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  const std::vector<DataBinding> targets{{"mix_wave", {"wave"}}, {"multi_targets", {"waves"}}};
+  SectionReader wave(recipe, "wave"), waves(recipe, "waves");
+  FrameSettings settings;  // the features' 32 ms frames every 8 ms at 8 kHz
+  for (const std::string segment : {"full", "20"}) {
+    DynamicMixtureSet set(recipe, data.inputs(), targets, data.options(segment), "t");
+    for (int64_t index : {0, 3, 7}) {
+      auto d = set.draw(0, index);
+      auto batch = set.load(0, {index});
+      auto mixed = set.signals(d);
+      ASSERT_EQ(batch.data.at("features").size(1), d.length);
+      const int64_t first = d.first_frame * settings.frame_step();
+      const int64_t span = frames_span(d.length, settings);
+      auto part = mixed.mixture.slice(0, first, first + span);
+      ASSERT_EQ(batch.data.at("mix_wave").size(1), span) << segment << " example " << index;
+      EXPECT_TRUE(torch::allclose(batch.data.at("mix_wave")[0],
+                                  wave.process_audio(part, 8000).to(torch::kFloat32)));
+      std::vector<torch::Tensor> sources;
+      for (const auto& source : mixed.sources) sources.push_back(source.slice(0, first, first + span));
+      EXPECT_TRUE(torch::allclose(batch.data.at("multi_targets")[0],
+                                  waves.processor().process_signals(sources, 8000)
+                                      .to(torch::kFloat32)));
+    }
+  }
 }
 
 TEST(DynamicMixing, PipelinePositionsAndShardsBehaveLikeTheStores) {
