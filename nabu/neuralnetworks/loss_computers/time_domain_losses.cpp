@@ -83,10 +83,7 @@ struct MaskSiSnrOptions {
   std::string target = "multi_targets";
   std::string output = "bin_est";
   MaskActivation mask_activation = MaskActivation::kSoftmax;
-  int sample_rate = 8000;
-  double winlen = 0.032, winstep = 0.008;
-  std::string winfunc = "cosine";
-  int nfft = 256;
+  FrameSettings framing;  // the model input's features' (8 kHz, 32 ms cosine windows every 8 ms)
   double epsilon = 1e-8;
 
   void declare(OptionsReader& r) {
@@ -94,27 +91,18 @@ struct MaskSiSnrOptions {
     r("target", target, "name of the source waveforms [B, N, 1, S] (feature = raw)");
     r("output", output, "name of the mask logits [B, T, F*S] (column s*F+f) or [B, T, F, S]");
     declare_mask_activation(r, "activation", mask_activation, "mask activation over the speakers");
-    r("sample_rate", sample_rate, "sample rate of the waveforms (Hz)");
-    r("winlen", winlen, "analysis window (s): the model input's feature processor's");
-    r("winstep", winstep, "frame step (s): the model input's feature processor's");
-    r.choice("winfunc", winfunc, {"cosine", "hanning", "hamming", "none", "None"},
+    r("sample_rate", framing.sample_rate, "sample rate of the waveforms (Hz)");
+    r("winlen", framing.winlen, "analysis window (s): the model input's feature processor's");
+    r("winstep", framing.winstep, "frame step (s): the model input's feature processor's");
+    r.choice("winfunc", framing.winfunc, {"cosine", "hanning", "hamming", "none", "None"},
              "analysis window: the model input's feature processor's");
-    r("nfft", nfft, "FFT length: the model input's feature processor's");
+    r("nfft", framing.nfft, "FFT length: the model input's feature processor's");
     r("epsilon", epsilon, "added to the energies so that silent sources stay finite");
-    r.require(sample_rate > 0, "sample_rate", "must be > 0");
-    r.require(winlen > 0 && winstep > 0, "winstep", "winlen and winstep must be > 0");
-    r.require(nfft > 0, "nfft", "must be > 0");
+    r.require(framing.sample_rate > 0, "sample_rate", "must be > 0");
+    r.require(framing.winlen > 0 && framing.winstep > 0, "winstep",
+              "winlen and winstep must be > 0");
+    r.require(framing.nfft > 0, "nfft", "must be > 0");
     r.require(epsilon > 0, "epsilon", "must be > 0");
-  }
-
-  FrameSettings frames() const {
-    FrameSettings settings;
-    settings.sample_rate = sample_rate;
-    settings.winlen = winlen;
-    settings.winstep = winstep;
-    settings.winfunc = winfunc;
-    settings.nfft = nfft;
-    return settings;
   }
 };
 
@@ -125,7 +113,7 @@ struct MaskSiSnrOptions {
 class MaskSiSnrLoss : public LossComputer {
  public:
   explicit MaskSiSnrLoss(const MaskSiSnrOptions& options)
-      : options_(options), settings_(options.frames()) {
+      : options_(options), settings_(options.framing) {
     if (settings_.nfft < settings_.frame_length())
       throw ConfigError("loss pit_sisnr_masks: nfft (" + std::to_string(settings_.nfft) +
                         ") is shorter than the frame length (" +

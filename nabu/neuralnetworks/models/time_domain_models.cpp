@@ -200,6 +200,54 @@ struct WaveformOptions {
   }
 };
 
+// What both architectures share: the codec, then a norm and a 1x1 bottleneck to B channels.
+class WaveformMaskModel : public Model {
+ protected:
+  WaveformMaskModel(const std::string& name, const std::string& architecture,
+                    const std::string& where, const WaveformOptions& options)
+      : Model(name, architecture, options.trainable, where), waveform_options_(options) {}
+
+  // Checks the input and builds the codec, the input norm and the bottleneck on its device.
+  torch::Device build_front(const std::vector<torch::Tensor>& inputs) {
+    expect_inputs(inputs, 1, 1);
+    waveform_input(*this, inputs[0]);
+    const auto& o = waveform_options_;
+    const auto device = inputs[0].device();
+    codec_.kernel = o.kernel_size;
+    codec_.filters = o.encoder_filters;
+    codec_.build(*this, device);
+    input_norm_ = register_module("input_norm", FrameNorm(o.norm, o.encoder_filters, device));
+    bottleneck_ = register_module(
+        "bottleneck", torch::nn::Conv1d(torch::nn::Conv1dOptions(o.encoder_filters,
+                                                                 o.bottleneck_channels, 1)));
+    return device;
+  }
+
+  // The encoded batch, and the bottleneck features [B, B_channels, K] zero past each K_b.
+  std::pair<EncodedBatch, torch::Tensor> encode(const std::vector<torch::Tensor>& inputs,
+                                                const torch::Tensor& seq_lengths) {
+    expect_inputs(inputs, 1, 1);
+    auto encoded = codec_.encode(waveform_input(*this, inputs[0]), seq_lengths);
+    auto features =
+        bottleneck_->forward(input_norm_->forward(encoded.frames, encoded.mask)) * encoded.mask;
+    return {std::move(encoded), features};
+  }
+
+  // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
+  torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded,
+                       const torch::Tensor& seq_lengths) {
+    auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity) *
+                 encoded.mask.unsqueeze(1);
+    return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded, seq_lengths);
+  }
+
+ private:
+  WaveformOptions waveform_options_;
+  WaveformCodec codec_;
+  FrameNorm input_norm_{nullptr};
+  torch::nn::Conv1d bottleneck_{nullptr};
+};
+
 // --------------------------------------------------------------------------------- conv_tasnet
 
 struct ConvTasNetOptions : WaveformOptions {
@@ -240,24 +288,15 @@ struct TemporalBlock {
   int64_t left_context = 0, right_context = 0;
 };
 
-class ConvTasNetModel : public Model {
+class ConvTasNetModel : public WaveformMaskModel {
  public:
   ConvTasNetModel(const std::string& name, const std::string& where, ConvTasNetOptions options)
-      : Model(name, "conv_tasnet", options.trainable, where), options_(std::move(options)) {}
+      : WaveformMaskModel(name, "conv_tasnet", where, options), options_(std::move(options)) {}
 
  protected:
   void build(const std::vector<torch::Tensor>& inputs) override {
-    expect_inputs(inputs, 1, 1);
-    waveform_input(*this, inputs[0]);
+    const auto device = build_front(inputs);
     const auto& o = options_;
-    const auto device = inputs[0].device();
-    codec_.kernel = o.kernel_size;
-    codec_.filters = o.encoder_filters;
-    codec_.build(*this, device);
-    input_norm_ = register_module("input_norm", FrameNorm(o.norm, o.encoder_filters, device));
-    bottleneck_ = register_module(
-        "bottleneck", torch::nn::Conv1d(torch::nn::Conv1dOptions(o.encoder_filters,
-                                                                 o.bottleneck_channels, 1)));
     for (int r = 0; r < o.repeats; ++r) {
       for (int x = 0; x < o.blocks_per_repeat; ++x) {
         const std::string prefix = "block" + std::to_string(r * o.blocks_per_repeat + x) + "_";
@@ -302,11 +341,8 @@ class ConvTasNetModel : public Model {
 
   torch::Tensor forward_impl(const std::vector<torch::Tensor>& inputs,
                              const torch::Tensor& seq_lengths, bool training) override {
-    expect_inputs(inputs, 1, 1);
-    auto waveform = waveform_input(*this, inputs[0]);
-    auto encoded = codec_.encode(waveform, seq_lengths);
+    auto [encoded, features] = encode(inputs, seq_lengths);
     const auto& mask = encoded.mask;
-    auto features = bottleneck_->forward(input_norm_->forward(encoded.frames, mask)) * mask;
     torch::Tensor skips;
     for (auto& block : blocks_) {
       auto hidden = block.first_norm->forward(
@@ -321,15 +357,12 @@ class ConvTasNetModel : public Model {
     auto logits = mask_layer_->forward(output_activation_->forward(skips * mask));
     const int64_t batch = logits.size(0), frames = logits.size(2);
     logits = logits.reshape({batch, options_.num_speakers, options_.encoder_filters, frames});
-    auto masks = mask_activation(logits, options_.mask_nonlinearity);
-    return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded, seq_lengths);
+    return decode(logits, encoded, seq_lengths);
   }
 
  private:
   ConvTasNetOptions options_;
-  WaveformCodec codec_;
-  FrameNorm input_norm_{nullptr};
-  torch::nn::Conv1d bottleneck_{nullptr}, mask_layer_{nullptr};
+  torch::nn::Conv1d mask_layer_{nullptr};
   std::vector<TemporalBlock> blocks_;
   torch::nn::PReLU output_activation_{nullptr};
 };
@@ -368,24 +401,15 @@ struct DualPathLayer {
   FrameNorm norm{nullptr};
 };
 
-class DprnnModel : public Model {
+class DprnnModel : public WaveformMaskModel {
  public:
   DprnnModel(const std::string& name, const std::string& where, DprnnOptions options)
-      : Model(name, "dprnn", options.trainable, where), options_(std::move(options)) {}
+      : WaveformMaskModel(name, "dprnn", where, options), options_(std::move(options)) {}
 
  protected:
   void build(const std::vector<torch::Tensor>& inputs) override {
-    expect_inputs(inputs, 1, 1);
-    waveform_input(*this, inputs[0]);
+    const auto device = build_front(inputs);
     const auto& o = options_;
-    const auto device = inputs[0].device();
-    codec_.kernel = o.kernel_size;
-    codec_.filters = o.encoder_filters;
-    codec_.build(*this, device);
-    input_norm_ = register_module("input_norm", FrameNorm(o.norm, o.encoder_filters, device));
-    bottleneck_ = register_module(
-        "bottleneck", torch::nn::Conv1d(torch::nn::Conv1dOptions(o.encoder_filters,
-                                                                 o.bottleneck_channels, 1)));
     auto path = [&](const std::string& prefix) {
       DualPathLayer layer;
       layer.lstm = register_module(
@@ -422,11 +446,7 @@ class DprnnModel : public Model {
 
   torch::Tensor forward_impl(const std::vector<torch::Tensor>& inputs,
                              const torch::Tensor& seq_lengths, bool training) override {
-    expect_inputs(inputs, 1, 1);
-    auto waveform = waveform_input(*this, inputs[0]);
-    auto encoded = codec_.encode(waveform, seq_lengths);
-    auto features = bottleneck_->forward(input_norm_->forward(encoded.frames, encoded.mask)) *
-                    encoded.mask;  // [B, C, K]
+    auto [encoded, features] = encode(inputs, seq_lengths);  // features [B, C, K]
     const int64_t batch = features.size(0), channels = features.size(1);
     const int64_t frames = features.size(2);
     const int64_t chunk = options_.chunk_size, hop = chunk / 2;
@@ -474,8 +494,7 @@ class DprnnModel : public Model {
                  torch::sigmoid(gate_sigmoid_->forward(summed));
     auto logits = mask_layer_->forward(gated).reshape(
         {batch, options_.num_speakers, options_.encoder_filters, frames});
-    auto masks = mask_activation(logits, options_.mask_nonlinearity) * encoded.mask.unsqueeze(1);
-    return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded, seq_lengths);
+    return decode(logits, encoded, seq_lengths);
   }
 
  private:
@@ -495,9 +514,7 @@ class DprnnModel : public Model {
   }
 
   DprnnOptions options_;
-  WaveformCodec codec_;
-  FrameNorm input_norm_{nullptr};
-  torch::nn::Conv1d bottleneck_{nullptr}, speaker_layer_{nullptr}, gate_tanh_{nullptr},
+  torch::nn::Conv1d speaker_layer_{nullptr}, gate_tanh_{nullptr},
       gate_sigmoid_{nullptr}, mask_layer_{nullptr};
   std::vector<DualPathLayer> intra_, inter_;
   torch::nn::PReLU output_activation_{nullptr};
