@@ -186,11 +186,13 @@ EvaluationResult TaskSeparation::evaluate(int64_t max_utterances, const Callback
 torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int sample_rate) {
   auto one = owner_.forward_samples(name_, samples, sample_rate);
   if (reconstructor_->estimates_signals()) {
-    // The model saw the signal scaled to max |x| = 1 (feature = raw); back to the mixture's scale.
+    // A model trained on a scale-invariant loss gives its waveforms at any level (and sign):
+    // each gets the gain that makes their sum closest to the mixture (least squares).
     auto signals = reconstructor_->signals(one, /*normalise=*/false);
-    auto heard = samples.slice(0, 0, std::min(samples.size(0), signals.size(1)));
-    double peak = heard.numel() ? heard.abs().max().item<double>() : 0.0;
-    return peak > 0.0 ? signals * peak : signals;
+    auto heard = samples.slice(0, 0, std::min(samples.size(0), signals.size(1)))
+                     .to(torch::kFloat64);
+    signals = signals.slice(1, 0, heard.size(0));
+    return signals * mixture_gains(signals, heard).unsqueeze(1);
   }
   auto spectrum = mixture_->process_audio(samples, sample_rate);
   torch::Tensor usedbins;
@@ -199,6 +201,16 @@ torch::Tensor TaskSeparation::separate_samples(const torch::Tensor& samples, int
   FrameSettings settings = mixture_->feature_options()->frames(sample_rate);
   int64_t length = frames_span(spectrum.size(0), settings);
   return masks_to_signals(masks, spectrum, settings, length, /*normalise=*/false);
+}
+
+torch::Tensor mixture_gains(const torch::Tensor& signals, const torch::Tensor& mixture) {
+  auto gram = torch::matmul(signals, signals.t());               // [S, S]
+  auto projection = torch::matmul(signals, mixture.unsqueeze(1));  // [S, 1]
+  // A silent or duplicated estimate makes the system singular: a ridge of 1e-9 of the mean
+  // energy keeps it solvable and leaves well-posed gains unchanged.
+  double ridge = 1e-9 * std::max(gram.diagonal().mean().item<double>(), 1e-12);
+  auto eye = torch::eye(gram.size(0), gram.options());
+  return torch::linalg_solve(gram + ridge * eye, projection).squeeze(1);
 }
 
 int TaskSeparation::model_sample_rate() const {

@@ -28,6 +28,11 @@ struct Separation {
 
 class Separator;
 
+// Gains g [S] that make Σ_s g_s signals[s] closest to the mixture in the least-squares sense
+// (signals [S, N], mixture [N], double): the level of the waveforms of a model trained on a
+// scale-invariant loss, which `nabu separate` writes at the recording's level.
+torch::Tensor mixture_gains(const torch::Tensor& signals, const torch::Tensor& mixture);
+
 class TaskSeparation {
  public:
   using Callback = std::function<void(const Separation&)>;

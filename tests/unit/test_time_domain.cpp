@@ -9,6 +9,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
+#include "nabu/postprocessing/separation.h"
 #include "nabu/processing/signal.h"
 #include "test_loss_helpers.h"
 #include "test_model_helpers.h"
@@ -311,6 +312,22 @@ TEST(WaveformReconstructor, GivesTheOutputWaveformsPerSpeakerPeakNormalised) {
       "[task]\nreconstruct_type = waveform\norg_mix = testbase\nnrs = 2\nstore_masks = True\n",
       "reconstructor.cfg");
   EXPECT_THROW(make_reconstructor(masks.section("task")), ConfigError);
+}
+
+// nabu separate puts the waveforms of a scale-invariant model back at the recording's level: the
+// gains that make their sum closest to the mixture, signs included.
+TEST(WaveformReconstructor, SeparateFindsTheGainsThatRebuildTheMixture) {
+  torch::manual_seed(9);
+  auto signals = torch::randn({2, 400}, torch::kDouble);
+  auto mixture = 3.0 * signals[0] - 0.5 * signals[1];
+  auto gains = mixture_gains(signals, mixture);
+  EXPECT_NEAR(gains[0].item<double>(), 3.0, 1e-6);
+  EXPECT_NEAR(gains[1].item<double>(), -0.5, 1e-6);
+  // A silent estimate gets no gain instead of a singular system.
+  auto silent = torch::stack({signals[0], torch::zeros({400}, torch::kDouble)});
+  auto with_silence = mixture_gains(silent, 2.0 * signals[0]);
+  EXPECT_NEAR(with_silence[0].item<double>(), 2.0, 1e-6);
+  EXPECT_EQ(with_silence[1].item<double>(), 0.0);
 }
 
 }  // namespace
