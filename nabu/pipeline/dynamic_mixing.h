@@ -137,8 +137,6 @@ class DynamicMixtureSet : public ExampleSource {
     Framing framing;
     FrameSettings settings;  // for kFrames
   };
-  // The samples [first, last) a binding's processor is given for the frames a draw keeps, and
-  // the frames of its result to skip before them.
   // Samples [first, last) of the mixed signals go through the binding's processor; rows
   // [skip_frames, skip_frames + rows) of its output are kept (rows < 0: all of them).
   struct Crop {

@@ -81,6 +81,7 @@ struct EncodedBatch {
   torch::Tensor frames;  // [B, N, K] after ReLU, zero past each K_b
   torch::Tensor mask;    // [B, 1, K], 1 on real frames
   torch::Tensor frame_lengths;  // [B] K_b
+  torch::Tensor real_samples;   // [B, N], 1 on each utterance's samples
   int64_t samples = 0;   // the input's N
 };
 
@@ -116,10 +117,12 @@ class WaveformCodec {
     const int64_t frames = frames_for(torch::tensor({batch.samples})).item<int64_t>();
     const int64_t padded = (frames - 1) * stride() + kernel;
     // The last frame of an utterance reaches past its samples: zeros there, as when it is alone.
-    auto real = frame_mask(lengths.to(torch::kLong).cpu(), batch.samples, waveform.scalar_type())
-                    .to(waveform.device());
-    auto signal =
-        F::pad(waveform * real, F::PadFuncOptions({0, padded - batch.samples})).unsqueeze(1);
+    batch.real_samples =
+        frame_mask(lengths.to(torch::kLong).cpu(), batch.samples, waveform.scalar_type())
+            .to(waveform.device());
+    auto signal = F::pad(waveform * batch.real_samples,
+                         F::PadFuncOptions({0, padded - batch.samples}))
+                      .unsqueeze(1);
     batch.mask = frame_mask(batch.frame_lengths.cpu(), frames, waveform.scalar_type())
                      .to(waveform.device())
                      .unsqueeze(1);
@@ -128,15 +131,12 @@ class WaveformCodec {
   }
 
   // masked [B, S, N, K] -> waveforms [B, samples, S], zero past each utterance's length.
-  torch::Tensor decode(const torch::Tensor& masked, const EncodedBatch& batch,
-                       const torch::Tensor& lengths) {
+  torch::Tensor decode(const torch::Tensor& masked, const EncodedBatch& batch) {
     const int64_t utterances = masked.size(0), speakers = masked.size(1);
     auto flat = masked.reshape({utterances * speakers, masked.size(2), masked.size(3)});
     auto signals = decoder_->forward(flat).reshape({utterances, speakers, -1});
     signals = signals.narrow(2, 0, batch.samples).transpose(1, 2);
-    auto real = frame_mask(lengths.to(torch::kLong).cpu(), batch.samples, signals.scalar_type())
-                    .to(signals.device());
-    return signals * real.unsqueeze(2);
+    return signals * batch.real_samples.unsqueeze(2);
   }
 
  private:
@@ -234,11 +234,10 @@ class WaveformMaskModel : public Model {
   }
 
   // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
-  torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded,
-                       const torch::Tensor& seq_lengths) {
+  torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded) {
     auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity) *
                  encoded.mask.unsqueeze(1);
-    return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded, seq_lengths);
+    return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded);
   }
 
  private:
@@ -357,7 +356,7 @@ class ConvTasNetModel : public WaveformMaskModel {
     auto logits = mask_layer_->forward(output_activation_->forward(skips * mask));
     const int64_t batch = logits.size(0), frames = logits.size(2);
     logits = logits.reshape({batch, options_.num_speakers, options_.encoder_filters, frames});
-    return decode(logits, encoded, seq_lengths);
+    return decode(logits, encoded);
   }
 
  private:
@@ -494,7 +493,7 @@ class DprnnModel : public WaveformMaskModel {
                  torch::sigmoid(gate_sigmoid_->forward(summed));
     auto logits = mask_layer_->forward(gated).reshape(
         {batch, options_.num_speakers, options_.encoder_filters, frames});
-    return decode(logits, encoded, seq_lengths);
+    return decode(logits, encoded);
   }
 
  private:
