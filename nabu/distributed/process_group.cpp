@@ -2,6 +2,10 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL  // defined by the CMake package of a LibTorch built with NCCL
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <time.h>
 #include <unistd.h>
@@ -183,7 +187,7 @@ class LivenessMonitor {
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(const DistributedEnvironment& environment, std::chrono::seconds timeout,
-                   std::chrono::seconds liveness_timeout)
+                   std::chrono::seconds liveness_timeout, const c10::Device& device)
       : rank_(environment.rank), world_size_(environment.world_size), timeout_(timeout) {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(environment.master_port);
@@ -202,6 +206,15 @@ class GlooCommunicator : public Communicator {
                                      ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                      : c10d::ProcessGroupGloo::createDefaultDevice());
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, world_size_, options);
+#ifdef USE_C10D_NCCL
+      if (device.is_cuda()) {
+        auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+        nccl_options->timeout = timeout;
+        nccl_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+            c10::make_intrusive<c10d::PrefixStore>("nccl/", store_), rank_, world_size_,
+            nccl_options);
+      }
+#endif
       if (liveness_timeout.count() > 0)
         liveness_ = std::make_unique<LivenessMonitor>(environment, liveness_timeout);
     } catch (const std::exception& e) {
@@ -218,7 +231,7 @@ class GlooCommunicator : public Communicator {
   void all_reduce_sum(std::vector<torch::Tensor>& tensors) override {
     for (auto& tensor : tensors) {
       std::vector<at::Tensor> one{tensor};
-      wait(group_->allreduce(one), "all-reduce");
+      wait(group_for(tensor).allreduce(one), "all-reduce");
     }
   }
 
@@ -227,7 +240,7 @@ class GlooCommunicator : public Communicator {
     options.rootRank = root;
     for (auto& tensor : tensors) {
       std::vector<at::Tensor> one{tensor};
-      wait(group_->broadcast(one, options), "broadcast");
+      wait(group_for(tensor).broadcast(one, options), "broadcast");
     }
   }
 
@@ -237,6 +250,17 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
+  // NCCL for GPU tensors where there is one; Gloo otherwise (it copies GPU tensors through the
+  // host).
+#ifdef USE_C10D_NCCL
+  c10d::Backend& group_for(const torch::Tensor& tensor) {
+    if (nccl_ && tensor.is_cuda()) return *nccl_;
+    return *group_;
+  }
+#else
+  c10d::ProcessGroupGloo& group_for(const torch::Tensor&) { return *group_; }
+#endif
+
   static std::string first_line(const std::string& text) {
     return text.substr(0, text.find('\n'));
   }
@@ -268,6 +292,9 @@ class GlooCommunicator : public Communicator {
   std::chrono::seconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+#ifdef USE_C10D_NCCL
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl_;
+#endif
   std::unique_ptr<LivenessMonitor> liveness_;  // destroyed first: it uses the store
 };
 
@@ -339,9 +366,10 @@ DistributedEnvironment DistributedEnvironment::from_environment() {
 
 std::unique_ptr<Communicator> make_communicator(const DistributedEnvironment& environment,
                                                 std::chrono::seconds timeout,
-                                                std::chrono::seconds liveness_timeout) {
+                                                std::chrono::seconds liveness_timeout,
+                                                const c10::Device& device) {
   if (!environment.distributed()) return std::make_unique<LocalCommunicator>();
-  return std::make_unique<GlooCommunicator>(environment, timeout, liveness_timeout);
+  return std::make_unique<GlooCommunicator>(environment, timeout, liveness_timeout, device);
 }
 
 }  // namespace nabu

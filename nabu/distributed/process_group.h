@@ -5,6 +5,8 @@
 // none of these the world size is 1 and the LocalCommunicator is used: nothing changes.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -39,8 +41,11 @@ std::string first_slurm_host(const std::string& nodelist);
 // stuck file system read), makes every other rank log one line naming it and its host and exit
 // with status 1 - well before the collective timeout. Checkpoints are written atomically, so the
 // chief's last one stays intact.
+// With models on a GPU and a LibTorch built with NCCL, tensors on the GPU are all-reduced and
+// broadcast through NCCL (the store, the liveness check and CPU tensors stay with Gloo).
 std::unique_ptr<Communicator> make_communicator(const DistributedEnvironment& environment,
                                                 std::chrono::seconds timeout,
-                                                std::chrono::seconds liveness_timeout = {});
+                                                std::chrono::seconds liveness_timeout = {},
+                                                const c10::Device& device = c10::kCPU);
 
 }  // namespace nabu

@@ -2,6 +2,19 @@
 
 namespace nabu {
 
+Batch on_device(Batch batch, const torch::Device& device) {
+  if (device.is_cpu()) return batch;
+  for (auto* tensors : {&batch.data, &batch.lengths})
+    for (auto& [name, tensor] : *tensors)
+      tensor = tensor.to(device, /*non_blocking=*/tensor.is_pinned());
+  return batch;
+}
+
+void pin_memory(Batch& batch) {
+  for (auto* tensors : {&batch.data, &batch.lengths})
+    for (auto& [name, tensor] : *tensors) tensor = tensor.pin_memory();
+}
+
 TensorMap model_inputs(const Batch& batch, const std::vector<std::string>& input_names) {
   TensorMap inputs;
   for (const auto& name : input_names) {

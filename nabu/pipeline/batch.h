@@ -30,6 +30,13 @@ struct Batch {
   int64_t size() const { return static_cast<int64_t>(names.size()); }
 };
 
+// The batch with its tensors on `device` (the same batch on the CPU). Pinned tensors (see
+// pin_memory) are copied without blocking the host.
+Batch on_device(Batch batch, const torch::Device& device);
+// Page-locks the batch's tensors, so that their copy to a GPU can overlap the computation (the
+// input pipeline's loader threads do it when the models compute on a GPU).
+void pin_memory(Batch& batch);
+
 // Model inputs of a batch (bool/int data as float).
 TensorMap model_inputs(const Batch& batch, const std::vector<std::string>& input_names);
 // Targets of a batch by name.

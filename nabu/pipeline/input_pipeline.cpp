@@ -5,8 +5,8 @@
 namespace nabu {
 
 InputPipeline::InputPipeline(std::shared_ptr<const ExampleSource> examples, BatchPlanOptions plan,
-                             bool cycle, int prefetch, PipelinePosition start)
-    : examples_(std::move(examples)), plan_(plan), cycle_(cycle),
+                             bool cycle, int prefetch, PipelinePosition start, bool pin)
+    : examples_(std::move(examples)), plan_(plan), cycle_(cycle), pin_(pin),
       capacity_(static_cast<std::size_t>(std::max(1, prefetch))), position_(start) {
   batches_per_epoch_ = static_cast<int64_t>(plan_epoch(examples_->lengths(0), plan_, 0).size());
   if (batches_per_epoch_ == 0) throw DataError("the data gives no batch");
@@ -52,6 +52,7 @@ void InputPipeline::loader(PipelinePosition from) {
       for (int64_t b = epoch == from.epoch ? from.batch : 0;
            b < static_cast<int64_t>(batches.size()); ++b) {
         Batch batch = examples_->load(epoch, batches[b]);
+        if (pin_) pin_memory(batch);
         PipelinePosition after = b + 1 < static_cast<int64_t>(batches.size())
                                      ? PipelinePosition{epoch, b + 1}
                                      : PipelinePosition{epoch + 1, 0};

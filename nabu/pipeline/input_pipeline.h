@@ -28,8 +28,9 @@ struct PipelinePosition {
 class InputPipeline {
  public:
   // `cycle`: repeat epochs forever (training); otherwise a single pass over epoch 0.
+  // `pin`: batches come in page-locked memory (for models on a GPU; see pin_memory in batch.h).
   InputPipeline(std::shared_ptr<const ExampleSource> examples, BatchPlanOptions plan, bool cycle,
-                int prefetch = 4, PipelinePosition start = {});
+                int prefetch = 4, PipelinePosition start = {}, bool pin = false);
   ~InputPipeline();
   InputPipeline(const InputPipeline&) = delete;
   InputPipeline& operator=(const InputPipeline&) = delete;
@@ -52,6 +53,7 @@ class InputPipeline {
   std::shared_ptr<const ExampleSource> examples_;
   BatchPlanOptions plan_;
   bool cycle_;
+  bool pin_ = false;
   std::size_t capacity_;
   int64_t batches_per_epoch_ = 0;
   PipelinePosition position_;

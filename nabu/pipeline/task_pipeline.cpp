@@ -28,7 +28,7 @@ TaskPipeline::TaskPipeline(const Recipe& recipe, const std::vector<DataBinding>&
 
 std::unique_ptr<InputPipeline> TaskPipeline::start(PipelinePosition from) const {
   return std::make_unique<InputPipeline>(source_, options_.plan, options_.cycle,
-                                         options_.prefetch, from);
+                                         options_.prefetch, from, options_.pin_memory);
 }
 
 }  // namespace nabu

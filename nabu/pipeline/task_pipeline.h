@@ -34,6 +34,7 @@ struct TaskPipelineOptions {
   BatchPlanOptions plan;
   bool cycle = false;  // training: epochs without end; evaluation: one pass
   int prefetch = 4;
+  bool pin_memory = false;  // page-locked batches, for models on a GPU
 };
 
 class TaskPipeline {

@@ -137,7 +137,8 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
                                        : std::vector<std::string>{options.task};
   std::string segment = evaluator.get_string("segment_length", "full");
   // The model is found before any folder is made: a missing one leaves nothing behind.
-  Separator separator(recipe, expdir, segment, options.allow_early_testing, options.model);
+  Separator separator(recipe, expdir, segment, options.allow_early_testing, options.model,
+                      options.device);
   // The results are written into a temporary sibling that replaces the folder at the end, so
   // the folder holds one run's results only (no wavs of an earlier run with other options), and
   // an interrupted or failed run leaves the previous results as they were.

@@ -3,6 +3,8 @@
 // and their scores (scorer.cfg) written as the original's results JSON, all in <expdir>/test/.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -25,6 +27,7 @@ struct TestRunOptions {
   // <expdir>/test_chunks_<S>s/ (test_avg_chunks_<S>s/ with model avg) instead of <expdir>/test/; 0: whole utterances.
   double chunk_seconds = 0;
   double overlap_seconds = 1.0;
+  c10::Device device{c10::kCPU};  // where the models compute (--device)
   // Receives each score table (per task and scorer) as soon as it is known.
   std::function<void(const std::string&)> on_summary;
 };

@@ -13,8 +13,8 @@
 namespace nabu {
 
 Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
-                     bool early, const std::string& model)
-    : recipe_(recipe), segment_(segment), early_(early) {
+                     bool early, const std::string& model, const c10::Device& device)
+    : recipe_(recipe), segment_(segment), early_(early), device_(device) {
   if (model != "final" && model != "avg")
     throw Error("--model=" + model + ": expected final (model.pt) or avg (model_avg.pt)");
   if (model == "avg" && early)
@@ -78,8 +78,10 @@ EvaluationResult Separator::evaluate_outputs(const std::string& task, int64_t ma
                         recipe_.get("database.conf"), segment_, stores_,
                         "test task [" + task + "]");
     Batch first = examples.load({0});
+    bank_->to(torch::kCPU);  // models are built on the CPU (ModelBank::to)
     evaluator->graph().materialize(model_inputs(first, spec.input_names), first.lengths);
     load_parameters(evaluator->graph().used_models());
+    bank_->to(device_);
   }
   int64_t done = 0;
   return evaluator->evaluate(-1, nullptr, [&](const Batch& batch, const TensorMap& outputs) {
@@ -89,7 +91,7 @@ EvaluationResult Separator::evaluate_outputs(const std::string& task, int64_t ma
       TensorMap utterance_outputs;
       for (const auto& [output_name, tensor] : outputs)
         utterance_outputs[output_name] =
-            tensor[b].slice(0, 0, std::min(lengths[b].item<int64_t>(), tensor.size(1)));
+            tensor[b].slice(0, 0, std::min(lengths[b].item<int64_t>(), tensor.size(1))).cpu();
       on_utterance(batch.names[b], utterance_outputs);
       ++done;
     }
@@ -127,13 +129,17 @@ TensorMap Separator::forward_samples(const std::string& task, const torch::Tenso
   }
   torch::NoGradGuard no_grad;
   if (!entry.loaded) {
+    bank_->to(torch::kCPU);  // models are built on the CPU (ModelBank::to)
     entry.graph->materialize(inputs, lengths);
     load_parameters(entry.graph->used_models());
+    bank_->to(device_);
     entry.loaded = true;
   }
+  for (auto* tensors : {&inputs, &lengths})
+    for (auto& [name, tensor] : *tensors) tensor = tensor.to(device_);
   auto outputs = entry.graph->forward(inputs, lengths, /*training=*/false);
   TensorMap one;
-  for (const auto& [name, tensor] : outputs) one[name] = tensor[0];
+  for (const auto& [name, tensor] : outputs) one[name] = tensor[0].cpu();
   return one;
 }
 

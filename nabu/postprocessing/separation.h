@@ -71,9 +71,10 @@ class Separator {
  public:
   // The model of stage `segment`: <expdir>/<segment>/model/model.pt (`model` = "final") or
   // model_avg.pt ("avg", average_checkpoints), or with `early` the latest validated checkpoint of
-  // the training.
+  // the training. The models compute on `device`.
   Separator(const Recipe& recipe, const std::filesystem::path& expdir, const std::string& segment,
-            bool early, const std::string& model = "final");
+            bool early, const std::string& model = "final",
+            const c10::Device& device = c10::kCPU);
   std::unique_ptr<TaskSeparation> task(const std::string& name);
   const Recipe& recipe() const { return recipe_; }
   // The test loss of a task that is not separated (recognition), handing the model outputs of
@@ -97,6 +98,7 @@ class Separator {
   std::filesystem::path model_file_;
   bool early_ = false;  // model_file_ is a training checkpoint
   std::unique_ptr<ModelBank> bank_;
+  c10::Device device_;  // where the models compute; the outputs come back to the CPU
   StoreCache stores_;
   // forward_samples: per task, its graph (loaded on first use) and its input sections.
   struct SampleTask {

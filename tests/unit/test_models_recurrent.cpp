@@ -6,6 +6,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/models/fused_lstm.h"
+#include "nabu/neuralnetworks/models/recurrent.h"
 #include "test_model_helpers.h"
 
 namespace nabu::testing {
@@ -184,6 +185,28 @@ TEST(ModelRecurrent, FusedLstmGradientsMatchAutogradThroughTheEquations) {
     }
   }
   torch::set_num_threads(previous_threads);
+}
+
+// On a GPU the layers run on LibTorch's (cuDNN) LSTM instead of the fused CPU layer: the two
+// paths give the same outputs and gradients from the same parameters (padded batch, lengths 0 to
+// T), so a model trained on one device computes alike on the other.
+TEST(ModelRecurrent, LibtorchLstmPathMatchesTheFusedLayer) {
+  torch::manual_seed(21);
+  torch::nn::LSTM layer(torch::nn::LSTMOptions(3, 5).bidirectional(true).batch_first(true));
+  layer->to(torch::kDouble);
+  const std::vector<int64_t> lengths{7, 3, 0, 5};
+  auto x = torch::randn({4, 7, 3}, torch::kDouble).requires_grad_();
+  auto upstream = torch::randn({4, 7, 10}, torch::kDouble);
+  auto fused = recurrent::bidirectional_lstm(*layer, x, lengths_of(lengths), true);
+  auto reference = recurrent::libtorch_bidirectional_lstm(*layer, x, lengths_of(lengths), true);
+  ASSERT_EQ(fused.sizes(), reference.sizes());
+  EXPECT_LT(max_difference(fused, reference), 1e-12);
+  std::vector<torch::Tensor> inputs{x};
+  for (const auto& weight : layer->all_weights()) inputs.push_back(weight);
+  auto got = torch::autograd::grad({(fused * upstream).sum()}, inputs);
+  auto expected = torch::autograd::grad({(reference * upstream).sum()}, inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    EXPECT_LT(max_difference(got[i], expected[i]), 1e-12) << "gradient of input " << i;
 }
 
 TEST(ModelRecurrent, CellVariantsOfDblstmMatchTheTensorflowCell) {

@@ -36,8 +36,8 @@ using namespace nabu;
 using namespace nabu::testing;
 namespace fs = std::filesystem;
 
-// Trains with `options` uninterrupted (exp_a) and killed in the middle of the first stage, then
-// resumed (exp_b): both end bit-identical.
+namespace nabu::testing {
+
 void expect_resume_after_sigkill_bit_identical(const TempDir& dir_, const std::string& options) {
   auto train = [&](const std::string& expdir, const std::string& extra) {
     return run_nabu("train --expdir=" + expdir + " " + tiny_dc(extra), dir_.path());
@@ -70,6 +70,8 @@ void expect_resume_after_sigkill_bit_identical(const TempDir& dir_, const std::s
   EXPECT_EQ(nabu::testing::read_text(dir_ / "exp_a/val_sum.json"),
             nabu::testing::read_text(dir_ / "exp_b/val_sum.json"));
 }
+
+}  // namespace nabu::testing
 
 TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   expect_resume_after_sigkill_bit_identical(

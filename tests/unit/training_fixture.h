@@ -49,6 +49,9 @@ std::vector<double> validation_losses(const fs::path& metrics);
 // reached its second stage.
 void kill_training_mid_first_stage(const TempDir& dir, const std::string& expdir,
                                    const std::string& options);
+// Trains with `options` uninterrupted (exp_a) and killed in the middle of the first stage, then
+// resumed (exp_b): both end bit-identical (parameters, losses of every update, val_sum.json).
+void expect_resume_after_sigkill_bit_identical(const TempDir& dir, const std::string& options);
 // Starts nabu in the background with its output in `log`; returns its pid.
 pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log);
 int count_lines_with(const fs::path& path, const std::string& text);

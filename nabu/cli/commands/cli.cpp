@@ -78,6 +78,15 @@ void add_recording_options(po::options_description& description,
        "use this channel (1 = the first) of a multi-channel file; 0 mixes them down")
       ("recording", po::value(&options.recordings)->composing(), "audio files (also positional)");
   positional.add("recording", -1);
+  add_device_option(description, options.device, "auto",
+                    "where the model computes: auto (a GPU when there is one), cpu, cuda, cuda:N");
+}
+
+void add_device_option(po::options_description& description, std::string& device,
+                       const std::string& default_value, const std::string& help) {
+  auto value = po::value(&device);
+  if (!default_value.empty()) value->default_value(default_value);
+  description.add_options()("device", value, help.c_str());
 }
 
 Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,

@@ -36,6 +36,9 @@ bool parse_command_line(const std::string& command, const std::string& summary,
                         po::positional_options_description* positional = nullptr);
 // Logging level, LibTorch threads (default: all cores) and the seed.
 void apply_common_options(const CommonOptions& options);
+// Adds --device (where the models compute) with `help` and its default.
+void add_device_option(po::options_description& description, std::string& device,
+                       const std::string& default_value, const std::string& help);
 // Throws if a required option was not given.
 void require(const std::string& value, const std::string& option, const std::string& command);
 // "True"/"true"/"1"/"" (bare flag) -> true; "False"/"false"/"0" -> false; else an error.
@@ -47,10 +50,11 @@ struct RecordingOptions {
   std::string task, model = "final";
   bool early = false;
   int channel = 0;
+  std::string device = "auto";
   std::vector<std::string> recordings;
 };
-// Adds --task (with `task_help`), --allow_early_testing, --model, --channel and the positional
-// recordings.
+// Adds --task (with `task_help`), --allow_early_testing, --model, --channel, --device and the
+// positional recordings.
 void add_recording_options(po::options_description& description,
                            po::positional_options_description& positional,
                            RecordingOptions& options, const std::string& task_help);

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "nabu/cli/commands/cli.h"
+#include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu/postprocessing/recognition.h"
@@ -39,7 +40,8 @@ int cmd_recognize(const std::vector<std::string>& args) {
     throw Error("--task " + task + ": decoder.cfg has no section [" + task + "]");
   }
   Separator trained(recipe, common.expdir, evaluator.get_string("segment_length", "full"),
-                    recordings.early, recordings.model);
+                    recordings.early, recordings.model,
+                    resolve_device(recordings.device, "--device"));
   Decoder decoder(recipe.get("decoder.cfg").section(task), recipe);
   return for_each_recording(recordings, "recognize", "recognised", [&](const std::string& path) {
     auto labels = recognize_file(trained, task, decoder, path, recordings.channel);

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
+#include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/postprocessing/chunked_separation.h"
@@ -66,7 +67,8 @@ int cmd_separate(const std::vector<std::string>& args) {
   std::string task = recordings.task;
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
   std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
-  Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model);
+  Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model,
+                      resolve_device(recordings.device, "--device"));
   auto separation = separator.task(task);
   options.model_rate = check_file_separation_options(*separation, options);
   ensure_directory(out);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "nabu/cli/commands/cli.h"
+#include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
@@ -32,6 +33,10 @@ int cmd_test(const std::vector<std::string>& args) {
        "does (results in <expdir>/test_chunks_<S>s/, to compare with whole utterances)")
       ("overlap-seconds", po::value(&options.overlap_seconds)->default_value(1.0),
        "overlap of the chunks of --chunk-seconds");
+  std::string device;
+  add_device_option(description, device, "auto",
+                    "where the models compute: auto (a GPU when there is one), cpu, cuda, cuda:N;\n"
+                    "reconstruction and scoring run on the CPU");
   if (!parse_command_line(
           "test",
           "Tests a trained experiment: for every task of test_evaluator.cfg, the test loss, the\n"
@@ -50,6 +55,7 @@ int cmd_test(const std::vector<std::string>& args) {
                                         : Recipe::load(common.recipe, common.overrides());
   check_task_flag(recipe, options.task);
   if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
+  options.device = resolve_device(device, "--device");
   log_to_file(ExperimentLayout{expdir}.log());
   options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
   run_test(recipe, expdir, options);

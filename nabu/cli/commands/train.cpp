@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
+#include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/distributed/launcher.h"
 #include "nabu/distributed/process_group.h"
@@ -65,6 +66,10 @@ int cmd_train(const std::vector<std::string>& args) {
       ("liveness-timeout", po::value(&run.liveness_timeout_seconds)->default_value(20),
        "distributed runs: a rank that stops sending heartbeats, or neither progresses nor\n"
        "computes for this many seconds, ends the run with an error naming it (0 = off)");
+  add_device_option(description, run.device, "",
+                    "where the models compute: auto (a GPU when there is one), cpu, cuda (this\n"
+                    "worker's GPU: LOCAL_RANK), cuda:N; replaces trainer.cfg's device (default auto).\n"
+                    "A checkpoint resumes on any device");
   if (!parse_command_line(
           "train",
           "Trains the models of a recipe: one stage per value of [trainer] segment_lengths, each\n"

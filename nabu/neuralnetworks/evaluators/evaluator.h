@@ -55,6 +55,7 @@ struct EvaluatorContext {
 
 class Evaluator {
  public:
+  // The batch and the outputs are on the models' device (ModelBank::device).
   using BatchCallback = std::function<void(const Batch&, const TensorMap& outputs)>;
   virtual ~Evaluator() = default;
   virtual const TaskSpec& spec() const = 0;

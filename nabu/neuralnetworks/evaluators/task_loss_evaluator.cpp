@@ -109,6 +109,7 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
       auto batch = pipeline->next();
       if (!batch) break;
       if (b % world != rank) continue;
+      batch = on_device(std::move(*batch), graph_->bank().device());
       auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
                                      /*training=*/false);
       auto loss =

@@ -230,15 +230,21 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
 }  // namespace
 
 bool supports(const at::Tensor& x) {
-  return x.device().is_cpu() &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble);
+  return x.device().is_cpu() && at::isFloatingType(x.scalar_type());
 }
 
-at::Tensor layer(const at::Tensor& x, const std::vector<at::Tensor>& weights,
+at::Tensor layer(const at::Tensor& input, const std::vector<at::Tensor>& weights,
                  const at::Tensor& lengths) {
   TORCH_CHECK(weights.size() == 4 || weights.size() == 8, "fused LSTM: 4 or 8 weights, got ",
               weights.size());
-  TORCH_CHECK(x.dim() == 3, "fused LSTM: input [T, B, F], got ", x.sizes());
+  TORCH_CHECK(input.dim() == 3, "fused LSTM: input [T, B, F], got ", input.sizes());
+  TORCH_CHECK(weights[0].scalar_type() == at::kFloat || weights[0].scalar_type() == at::kDouble,
+              "fused LSTM: float or double weights, got ", weights[0].scalar_type());
+  // The layer computes in its weights' precision: under autocast (trainer.cfg precision = bf16)
+  // the input may come in bf16, and the products below must not be cast to it, since the
+  // recurrence adds them into buffers of the weights' type.
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  const at::Tensor x = input.to(weights[0].scalar_type());
   variable_list inputs;
   for (std::size_t d = 0; d < weights.size() / 4; ++d) {
     const auto& w_ih = weights[4 * d];

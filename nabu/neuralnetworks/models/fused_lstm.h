@@ -24,7 +24,8 @@ namespace fused_lstm {
 at::Tensor layer(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                  const at::Tensor& lengths);
 
-// Whether layer() handles this input: CPU, float or double.
+// Whether layer() handles this input: on the CPU, any floating type (it is computed in the
+// weights' type, float or double, with autocast off inside the layer).
 bool supports(const at::Tensor& x);
 
 }  // namespace fused_lstm

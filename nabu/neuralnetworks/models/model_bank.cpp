@@ -161,6 +161,11 @@ std::map<std::string, torch::Tensor> ModelBank::state() const {
   return result;
 }
 
+void ModelBank::to(const torch::Device& device) {
+  for (const auto& name : names_) models_.at(name)->to(device);
+  device_ = device;
+}
+
 void write_parameter_file(const std::filesystem::path& path,
                           const std::map<std::string, torch::Tensor>& parameters) {
   c10::Dict<std::string, at::Tensor> dict;

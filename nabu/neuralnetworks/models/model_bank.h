@@ -73,12 +73,21 @@ class ModelBank {
   // The same from tensors in memory (e.g. the best model kept by the trainer).
   ParameterLoadReport load_tensors(const std::map<std::string, torch::Tensor>& tensors,
                                    bool strict = false);
-  // Copies of all parameters by name (for keeping a best model in memory).
+  // Copies of all parameters by name (for keeping a best model in memory), on device().
   std::map<std::string, torch::Tensor> state() const;
+
+  // Moves every model's parameters and buffers to `device` (the tensors stay the same objects,
+  // so optimizers built before keep them). Models are built on the CPU, from the same random
+  // numbers on every device, and moved after; a model built later is built on the CPU again
+  // (move the bank to the CPU, run its first forward pass, move it back).
+  void to(const torch::Device& device);
+  // Where the models compute: batches are moved here before a forward pass.
+  const torch::Device& device() const { return device_; }
 
  private:
   std::vector<std::string> names_;
   std::map<std::string, ModelPtr> models_;
+  torch::Device device_{torch::kCPU};
 };
 
 }  // namespace nabu

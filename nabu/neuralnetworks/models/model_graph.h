@@ -65,6 +65,7 @@ class ModelGraph {
   const std::string& length_source(const std::string& name) const;
   // The trainable parameters of used_models(), in the bank's order.
   std::vector<torch::Tensor> parameters() const;
+  const ModelBank& bank() const { return *bank_; }
 
  private:
   ModelBank* bank_;

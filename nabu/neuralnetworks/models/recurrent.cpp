@@ -241,15 +241,24 @@ ScanOutput run_direction(LstmCellImpl& cell, const torch::Tensor& x, const torch
   return output;
 }
 
-torch::Tensor bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& x,
+torch::Tensor bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& input,
                                  const torch::Tensor& lengths, bool training) {
+  auto weights = layer.all_weights();
+  // Under autocast the input may come in bf16/fp16 from a product before; the layer takes it in
+  // its weights' type (LibTorch's LSTM then casts as autocast says).
+  const torch::Tensor x = input.to(weights.front().scalar_type());
+  if (!fused_lstm::supports(x) || x.size(0) == 0 || x.size(1) == 0)
+    return libtorch_bidirectional_lstm(layer, x, lengths, training);
+  return fused_lstm::layer(x.transpose(0, 1), weights, lengths.to(torch::kLong).cpu())
+      .transpose(0, 1);
+}
+
+torch::Tensor libtorch_bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& x,
+                                          const torch::Tensor& lengths, bool training) {
   auto weights = layer.all_weights();
   const int64_t units = layer.options.hidden_size();
   if (x.size(0) == 0 || x.size(1) == 0)
     return torch::zeros({x.size(0), x.size(1), 2 * units}, x.options());
-  auto long_lengths = lengths.to(torch::kLong);
-  if (fused_lstm::supports(x))
-    return fused_lstm::layer(x.transpose(0, 1), weights, long_lengths.cpu()).transpose(0, 1);
   auto direction = [&](const torch::Tensor& input, std::size_t first) -> torch::Tensor {
     auto h0 = torch::zeros({1, input.size(0), units}, input.options());
     std::vector<torch::Tensor> state{h0, torch::zeros_like(h0)};
@@ -257,7 +266,7 @@ torch::Tensor bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor
     return std::get<0>(torch::lstm(input, state, parameters, /*has_biases=*/true, 1, 0.0,
                                    training, false, /*batch_first=*/true));
   };
-  auto device_lengths = long_lengths.to(x.device());
+  auto device_lengths = lengths.to(torch::kLong).to(x.device());
   auto forward = direction(x, 0);
   auto backward = reverse_padded(direction(reverse_padded(x, device_lengths), 4), device_lengths);
   return zero_padding(torch::cat({forward, backward}, -1), device_lengths);

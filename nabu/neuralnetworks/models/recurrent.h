@@ -91,5 +91,9 @@ ScanOutput run_direction(LstmCellImpl& cell, const torch::Tensor& x, const torch
 // reversed within its length. Padded frames of the result [B, T, 2H] are zero.
 torch::Tensor bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& x,
                                  const torch::Tensor& lengths, bool training);
+// The same with LibTorch's LSTM kernel on any device (cuDNN on a GPU): what bidirectional_lstm
+// does where the fused layer does not apply.
+torch::Tensor libtorch_bidirectional_lstm(torch::nn::LSTMImpl& layer, const torch::Tensor& x,
+                                          const torch::Tensor& lengths, bool training);
 
 }  // namespace nabu::recurrent

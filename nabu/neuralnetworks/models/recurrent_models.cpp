@@ -209,8 +209,11 @@ class RecurrentStackModel : public Model {
   // forward direction never sees it before a real frame; the backward direction runs on every
   // sequence reversed within its own length. (LibTorch 1.13's packed-sequence path computes the
   // same but its backward pass is about 5x slower on CPU.)
-  torch::Tensor forward_fused(const torch::Tensor& x, const torch::Tensor& lengths,
+  torch::Tensor forward_fused(const torch::Tensor& input, const torch::Tensor& lengths,
                               bool training) {
+    // Under autocast the input may come in bf16/fp16; the layers take their weights' type (and
+    // LibTorch's kernels then cast as autocast says).
+    const torch::Tensor x = input.to(fused_weights(0).front().scalar_type());
     const int64_t frames = x.size(1);
     if (frames == 0 || x.size(0) == 0) {
       const int64_t directions = spec_.bidirectional ? 2 : 1;

@@ -110,6 +110,12 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint
   }
   archive.write("parameters/names", c10::IValue(c10::List<std::string>(parameter_names)));
   archive.write("rng", checkpoint.rng_state);
+  if (checkpoint.device_rng_state.defined())
+    archive.write("rng_device", checkpoint.device_rng_state);
+  if (checkpoint.loss_scale > 0) {
+    archive.write("precision/loss_scale", scalar(checkpoint.loss_scale));
+    archive.write("precision/good_steps", scalar(checkpoint.loss_scale_good_steps));
+  }
   archive.write("optimizers", scalar(static_cast<int64_t>(optimizers.size())));
   for (std::size_t i = 0; i < optimizers.size(); ++i) {
     torch::serialize::OutputArchive sub;
@@ -139,11 +145,12 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint
 }
 
 TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
-                                   const std::vector<torch::optim::Optimizer*>& optimizers) {
+                                   const std::vector<torch::optim::Optimizer*>& optimizers,
+                                   const torch::Device& device) {
   TrainingCheckpoint checkpoint;
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(path.string());
+    archive.load_from(path.string(), device);
     checkpoint.state.step = read_int(archive, "meta/step");
     checkpoint.num_steps = read_int(archive, "meta/num_steps");
     checkpoint.finished = read_int(archive, "meta/finished") != 0;
@@ -189,6 +196,12 @@ TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
       checkpoint.parameters[name.toStringRef()] = tensor;
     }
     archive.read("rng", checkpoint.rng_state);
+    checkpoint.rng_state = checkpoint.rng_state.cpu();
+    if (archive.try_read("rng_device", checkpoint.device_rng_state))
+      checkpoint.device_rng_state = checkpoint.device_rng_state.cpu();
+    checkpoint.loss_scale = optional_double("precision/loss_scale");
+    checkpoint.loss_scale_good_steps =
+        static_cast<int64_t>(optional_double("precision/good_steps"));
     int64_t count = read_int(archive, "optimizers");
     if (!optimizers.empty()) {
       if (count != static_cast<int64_t>(optimizers.size()))

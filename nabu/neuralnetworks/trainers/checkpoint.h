@@ -28,14 +28,21 @@ struct TrainingCheckpoint {
   std::map<std::string, PipelinePosition> positions;  // "<task>/<linked set>"
   std::map<std::string, torch::Tensor> parameters;    // bank parameters and buffers by name
   torch::Tensor rng_state;                            // CPU generator state
+  // The GPU's generator state (dropout on a GPU draws from it); undefined for a CPU run.
+  torch::Tensor device_rng_state;
+  double loss_scale = 0;               // fp16's loss scale; 0: no fp16
+  int64_t loss_scale_good_steps = 0;   // updates since the scale last changed
 };
 
 // Writes `checkpoint` plus the optimizers' states (archive "optimizer/<i>") to `path`.
 void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint,
                      const std::vector<torch::optim::Optimizer*>& optimizers);
-// Reads a checkpoint; loads the optimizers' states when given (they must be built alike).
+// Reads a checkpoint; loads the optimizers' states when given (they must be built alike). Its
+// tensors come onto `device`, wherever they were written: a checkpoint written on a GPU resumes on
+// the CPU and the other way round (the generator states stay on the CPU).
 TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
-                                   const std::vector<torch::optim::Optimizer*>& optimizers);
+                                   const std::vector<torch::optim::Optimizer*>& optimizers,
+                                   const torch::Device& device = torch::kCPU);
 
 // The checkpoint a resumed stage continues from: latest.pt, else latest.pt.prev, else
 // validated.pt, the first that exists and reads completely. `note` (when given) receives a

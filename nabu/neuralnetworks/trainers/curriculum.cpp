@@ -92,6 +92,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     RunSettings run;
     run.seed = settings.seed + i;
     run.resume = settings.resume || has_checkpoint;
+    run.device = settings.device;
     // Each stage starts from the same seed, so a resumed run rebuilds the same models.
     torch::manual_seed(run.seed);
     StageContext context{recipe, options, stage, stage_dir, init, communicator, run};

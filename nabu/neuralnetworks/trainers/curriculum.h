@@ -5,6 +5,8 @@
 // (except full). The best validation losses go to <expdir>/val_sum.json.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <vector>
@@ -20,6 +22,7 @@ struct CurriculumSettings {
   bool resume = false;   // continue stages from their latest checkpoint
   // --max-steps: one value for every stage or one per stage (-1 = the recipe's max_steps)
   std::vector<int64_t> max_steps;
+  c10::Device device{c10::kCPU};  // --device or trainer.cfg's device, resolved
 };
 
 void run_curriculum(const Recipe& recipe, const std::filesystem::path& expdir,

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <mutex>
 #include <thread>
 
 #include <ATen/record_function.h>
@@ -65,13 +67,21 @@ int64_t test_hang_step(int rank) {
   return std::atoll(step);
 }
 
+// Fault injection for tests/unit/test_devices.cpp: NABU_TEST_INF_GRADIENT_AT_STEP=N puts an
+// infinity into a gradient of update N, as an fp16 overflow would.
+int64_t test_inf_step() {
+  const char* step = std::getenv("NABU_TEST_INF_GRADIENT_AT_STEP");
+  return step ? std::atoll(step) : -1;
+}
+
 }  // namespace
 
 MultiTaskTrainer::MultiTaskTrainer(const StageContext& context)
     : recipe_(context.recipe), options_(context.options), stage_(context.stage),
       stage_dir_(context.stage_dir), init_model_(context.init_model),
       communicator_(context.communicator), settings_(context.settings),
-      test_hang_step_(test_hang_step(context.communicator.rank())) {}
+      test_hang_step_(test_hang_step(context.communicator.rank())),
+      test_inf_step_(test_inf_step()) {}
 
 MultiTaskTrainer::~MultiTaskTrainer() = default;
 
@@ -84,7 +94,7 @@ void MultiTaskTrainer::build() {
     const ConfigSection& section = trainer_cfg.section(options_.tasks[t]);
     tasks_.push_back(std::make_unique<TaskTrainer>(
         section, loss_cfg, recipe_, options_.data, stage_, *bank_, stores_, communicator_.rank(),
-        communicator_.world_size(), settings_.seed));
+        communicator_.world_size(), settings_.seed, settings_.device.is_cuda()));
     task_weights_.push_back(options_.task_weight(t));
   }
   for (auto& task : tasks_) task->materialize();
@@ -99,6 +109,16 @@ void MultiTaskTrainer::build() {
       weights.push_back(parameter.detach());
     communicator_.broadcast(weights, 0);
   }
+  // Built and initialised on the CPU (the same numbers on every device), then moved: the
+  // optimizers below keep their state where the parameters are.
+  bank_->to(settings_.device);
+  precision_ = parse_precision(options_.compute.precision, "precision");
+  check_precision(precision_, settings_.device, "trainer.cfg [trainer] precision");
+  for (auto& task : tasks_) task->set_precision(precision_);
+  scaler_ = LossScaler(precision_ == Precision::kFp16);
+  if (precision_ != Precision::kFp32)
+    spdlog::info("precision: {} autocast{}", precision_name(precision_),
+                 scaler_.enabled() ? fmt::format(", loss scale {}", scaler_.scale()) : "");
   num_steps_ = -1;
   for (auto& task : tasks_) {
     int64_t steps = steps_for_task(options_.schedule.num_epochs, task->num_examples(), stage_.batch_size,
@@ -225,11 +245,34 @@ void MultiTaskTrainer::all_reduce_sums() {
   last_allreduce_seconds_ = seconds_since(start);
 }
 
+bool MultiTaskTrainer::gradients_finite() {
+  if (state_.step + 1 == test_inf_step_)
+    for (auto& gradient : tasks_.front()->gradients())
+      if (gradient.defined()) {
+        gradient.view(-1)[0] = std::numeric_limits<float>::infinity();
+        break;
+      }
+  if (!scaler_.enabled()) return true;
+  bool finite = true;
+  // Every task's gradients are unscaled, whatever an earlier one held.
+  for (auto& task : tasks_)
+    finite = scaler_.unscale(task->gradients()) && std::isfinite(task->loss_sum()) && finite;
+  const double scale = scaler_.scale();
+  scaler_.update(finite);
+  if (!finite) {
+    for (auto& task : tasks_)
+      for (auto& gradient : task->gradients()) gradient = torch::Tensor();
+    spdlog::warn("step {}: fp16 loss or gradients overflowed at loss scale {}: update skipped, "
+                 "scale now {}", state_.step + 1, scale, scaler_.scale());
+  }
+  return finite;
+}
+
 void MultiTaskTrainer::training_step() {
   auto start = Clock::now();
   for (auto& task : tasks_) task->reset_accumulators();
   for (int round = 0; round < stage_.numbatches_to_aggregate; ++round) {
-    for (auto& task : tasks_) task->run_minibatch();
+    for (auto& task : tasks_) task->run_minibatch(scaler_.scale());
     communicator_.tick();
   }
   last_allreduce_seconds_ = 0;
@@ -237,7 +280,7 @@ void MultiTaskTrainer::training_step() {
   std::vector<ParameterUpdate::TaskSums> sums;
   for (auto& task : tasks_) sums.push_back({task->loss_sum(), task->norm_sum(), &task->gradients()});
   auto optimizer_start = Clock::now();
-  {
+  if (gradients_finite()) {
     RECORD_USER_SCOPE("nabu::optimizer");
     update_->apply(sums, current_learning_rate(), state_.step,
                    "the best validated model is kept in " + layout().validated().string());
@@ -337,7 +380,7 @@ bool MultiTaskTrainer::validate() {
     // Back to the validated weights, optimizer state, learning-rate factor and step; the data
     // order and the random state move on, so the next updates see new data (docs/trainer.md).
     communicator_.barrier();
-    auto validated = load_checkpoint(validated_path, update_->optimizers());
+    auto validated = load_checkpoint(validated_path, update_->optimizers(), settings_.device);
     if (communicator_.is_chief())
       spdlog::info("[{}] going back to the model validated at step {}; the data moves on",
                    stage_.segment_length, validated.state.step);
@@ -389,9 +432,17 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
   checkpoint.state = state_;
   for (const auto& task : tasks_)
     for (const auto& [name, position] : task->positions()) checkpoint.positions[name] = position;
+  // On the CPU in the file, wherever the models compute (load_checkpoint maps them back).
   for (const auto& [name, tensor] : bank_->named_parameters())
-    checkpoint.parameters[name] = tensor.detach().clone();
+    checkpoint.parameters[name] = tensor.detach().to(torch::kCPU, /*non_blocking=*/false,
+                                                     /*copy=*/true);
   checkpoint.rng_state = cpu_rng_state();
+  if (settings_.device.is_cuda())
+    checkpoint.device_rng_state = at::globalContext().defaultGenerator(settings_.device).get_state();
+  if (scaler_.enabled()) {
+    checkpoint.loss_scale = scaler_.scale();
+    checkpoint.loss_scale_good_steps = scaler_.good_steps();
+  }
   return checkpoint;
 }
 
@@ -413,6 +464,13 @@ void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint) {
   state_.run_start = state_.step;
   for (auto& task : tasks_) task->seek(checkpoint.positions);
   if (checkpoint.rng_state.defined()) set_cpu_rng_state(checkpoint.rng_state);
+  if (checkpoint.device_rng_state.defined() && settings_.device.is_cuda()) {
+    at::Generator generator = at::globalContext().defaultGenerator(settings_.device);
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(checkpoint.device_rng_state);
+  }
+  if (checkpoint.loss_scale > 0)
+    scaler_.restore(checkpoint.loss_scale, checkpoint.loss_scale_good_steps);
 }
 
 void MultiTaskTrainer::restore_weights(const TrainingCheckpoint& checkpoint) {
@@ -433,7 +491,7 @@ bool MultiTaskTrainer::resume() {
   auto path = settings_.resume ? resumable_checkpoint(layout(), &note) : std::nullopt;
   if (!path) return false;
   if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
-  auto checkpoint = load_checkpoint(*path, update_->optimizers());
+  auto checkpoint = load_checkpoint(*path, update_->optimizers(), settings_.device);
   restore(checkpoint);
   spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, state_.step, num_steps_,
                checkpoint.finished ? " (stage already finished)" : "");

@@ -43,6 +43,9 @@ class MultiTaskTrainer : public StageTrainer {
   // The latest checkpoint when resuming; returns whether the stage had already finished.
   bool resume();
   void training_step();
+  // fp16: unscales the summed gradients; false (logged) when they or a loss overflowed and the
+  // update must be skipped. Without fp16: true.
+  bool gradients_finite();
   // What follows an update: its report, and whatever the schedule says is due.
   void after_update();
   // Ctrl-C/SIGTERM: the chief writes a checkpoint; every rank stops with an error.
@@ -71,6 +74,8 @@ class MultiTaskTrainer : public StageTrainer {
   RunSettings settings_;
 
   std::unique_ptr<ModelBank> bank_;
+  Precision precision_ = Precision::kFp32;
+  LossScaler scaler_;  // fp16 only
   StoreCache stores_;
   std::vector<std::unique_ptr<TaskTrainer>> tasks_;
   std::vector<double> task_weights_;
@@ -100,6 +105,7 @@ class MultiTaskTrainer : public StageTrainer {
   double last_step_seconds_ = 0;
   double last_allreduce_seconds_ = 0;  // of the last update (0 with one process)
   int64_t test_hang_step_ = -1;  // fault injection (tests only), see the .cpp
+  int64_t test_inf_step_ = -1;   // the same
 };
 
 }  // namespace nabu

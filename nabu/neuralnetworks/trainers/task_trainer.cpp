@@ -16,7 +16,7 @@ namespace nabu {
 TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg,
                          const Recipe& recipe, const DataOptions& data,
                          const StageSettings& stage, ModelBank& bank, StoreCache& stores, int rank,
-                         int world_size, uint64_t seed)
+                         int world_size, uint64_t seed, bool pin_memory)
     : spec_(read_task_spec(section, TaskRole::kTrain)),
       graph_(std::make_unique<ModelGraph>(section, bank)), loss_(make_loss(section, loss_cfg)) {
   for (const LinkedSet& set : spec_.linked_sets) {
@@ -45,6 +45,7 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
     options.plan.world_size = world_size;
     options.cycle = true;
     options.prefetch = data.prefetch;
+    options.pin_memory = pin_memory;
     TaskPipeline pipeline(recipe, set.inputs, set.targets, options, stores);
     if (pipeline.stored_size() == 0) section.fail("trainset_frac", "leaves no training example");
     num_examples_ = pipeline.stored_size();  // the last linked set wins, as in the original
@@ -99,7 +100,8 @@ torch::Tensor owned_gradient(const std::vector<torch::Tensor>& gradients, std::s
 
 }  // namespace
 
-void TaskTrainer::run_minibatch() {
+void TaskTrainer::run_minibatch(double loss_scale) {
+  const torch::Device& device = graph_->bank().device();
   for (auto& [set, pipeline] : pipelines_) {
     auto start = Clock::now();
     std::optional<Batch> batch;
@@ -108,13 +110,22 @@ void TaskTrainer::run_minibatch() {
       batch = pipeline->next();
     }
     if (!batch) throw Error("training data of task " + spec_.name + " ended unexpectedly");
+    batch = on_device(std::move(*batch), device);
     times_.data += seconds_since(start);
     start = Clock::now();
     torch::Tensor loss;
     {
       RECORD_USER_SCOPE("nabu::forward");
-      auto outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
-                                     /*training=*/true);
+      TensorMap outputs;
+      {
+        AutocastScope autocast(precision_, device);
+        outputs = graph_->forward(model_inputs(*batch, spec_.input_names), batch->lengths,
+                                  /*training=*/true);
+      }
+      // The losses compute in fp32 (their sums over frames and speakers lose too much in 16 bits).
+      if (precision_ != Precision::kFp32)
+        for (auto& [name, output] : outputs)
+          if (output.is_floating_point()) output = output.to(torch::kFloat32);
       auto result =
           batch_loss(*loss_, *batch, spec_.input_names.front(), spec_.target_names, outputs);
       loss = result.loss * set.weight;
@@ -127,7 +138,8 @@ void TaskTrainer::run_minibatch() {
     if (parameters_.empty()) continue;
     start = Clock::now();
     RECORD_USER_SCOPE("nabu::backward");
-    auto gradients = torch::autograd::grad({loss}, parameters_, /*grad_outputs=*/{},
+    auto gradients = torch::autograd::grad({loss_scale != 1.0 ? loss * loss_scale : loss},
+                                           parameters_, /*grad_outputs=*/{},
                                            /*retain_graph=*/false, /*create_graph=*/false,
                                            /*allow_unused=*/true);
     for (std::size_t i = 0; i < gradients.size(); ++i) {

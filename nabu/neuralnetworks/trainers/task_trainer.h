@@ -16,6 +16,7 @@
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/neuralnetworks/task_definition.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/pipeline/input_pipeline.h"
@@ -26,7 +27,7 @@ class TaskTrainer {
  public:
   TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg, const Recipe& recipe,
               const DataOptions& data, const StageSettings& stage, ModelBank& bank,
-              StoreCache& stores, int rank, int world_size, uint64_t seed);
+              StoreCache& stores, int rank, int world_size, uint64_t seed, bool pin_memory);
 
   const std::string& name() const { return spec_.name; }
   const TaskSpec& spec() const { return spec_; }
@@ -40,9 +41,14 @@ class TaskTrainer {
   // Stops computing gradients for these parameters (frozen ones).
   void exclude(const std::vector<torch::Tensor>& parameters);
 
+  // trainer.cfg precision: the forward passes under autocast (outputs back to fp32 for the loss).
+  void set_precision(Precision precision) { precision_ = precision; }
+
   void reset_accumulators();
-  // One minibatch of every linked set: forward, loss, gradients added to the accumulators.
-  void run_minibatch();
+  // One minibatch of every linked set, on the bank's device: forward, loss, gradients added to
+  // the accumulators. The gradients are those of loss_scale x loss (fp16's loss scale); the loss
+  // sums are not scaled.
+  void run_minibatch(double loss_scale = 1.0);
   // Data wait, forward (with the loss) and backward time since reset_accumulators().
   const PhaseTimes& times() const { return times_; }
   double loss_sum() const { return loss_sum_; }
@@ -66,6 +72,7 @@ class TaskTrainer {
   PhaseTimes times_;
   std::unique_ptr<ModelGraph> graph_;
   LossPtr loss_;
+  Precision precision_ = Precision::kFp32;
   std::vector<SetPipeline> pipelines_;
   std::vector<torch::Tensor> parameters_, gradients_;
   int64_t num_examples_ = 0;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <csignal>
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -20,6 +22,7 @@ namespace nabu {
 struct RunSettings {
   uint64_t seed = 1234;
   bool resume = false;
+  c10::Device device{c10::kCPU};  // where the models compute (trainer.cfg precision: options)
 };
 
 struct StageResult {

@@ -2,6 +2,7 @@
 
 #include <regex>
 
+#include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/trainers/step_profile.h"
@@ -42,6 +43,7 @@ void TrainerOptions::declare(OptionsReader& r) {
   optimizer.declare(r);
   data.declare(r);
   profiling.declare(r);
+  compute.declare(r);
   r("task_weights", task_weights, "one weight per task (default 1)");
   r("init_file", init_file, "model file to initialise the first stage from (partial load)");
 
@@ -294,6 +296,16 @@ void ProfilingOptions::declare(OptionsReader& r) {
   } catch (const std::invalid_argument& e) {
     r.require(false, "profile_steps", e.what());
   }
+}
+
+void ComputeOptions::declare(OptionsReader& r) {
+  r.choice("precision", precision, {"fp32", "bf16", "fp16"},
+           "fp32; bf16: autocast to bfloat16 (CPU or GPU); fp16: autocast to float16 with a "
+           "dynamic loss scale (GPU only). Weights and optimizer state stay fp32 (new)");
+  r("device", device,
+    "auto (a GPU when LibTorch sees one, else the CPU), cpu, cuda (this worker's GPU: "
+    "LOCAL_RANK) or cuda:N; nabu train --device replaces it (new)");
+  r.require(is_device_name(device), "device", "'" + device + "' is not auto, cpu, cuda or cuda:N");
 }
 
 StageSettings TrainerOptions::stage(std::size_t index) const {

@@ -115,6 +115,15 @@ struct ProfilingOptions {
   std::pair<int64_t, int64_t> profile_range() const;
 };
 
+// Where and in what precision the models compute (new; docs/devices.md). --device replaces
+// `device`.
+struct ComputeOptions {
+  std::string device = "auto";     // auto | cpu | cuda | cuda:N
+  std::string precision = "fp32";  // fp32 | bf16 | fp16
+
+  void declare(OptionsReader& r);
+};
+
 struct TrainerOptions {
   std::string trainer = "multi_task";
   std::vector<std::string> tasks;
@@ -126,6 +135,7 @@ struct TrainerOptions {
   OptimizerOptions optimizer;
   DataOptions data;
   ProfilingOptions profiling;
+  ComputeOptions compute;
 
   void declare(OptionsReader& r);
   StageSettings stage(std::size_t index) const;

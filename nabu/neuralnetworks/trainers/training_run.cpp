@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
@@ -14,6 +15,7 @@
 #include "nabu/core/strings.h"
 #include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/curriculum.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
 #include "nabu/processing/section_reader.h"
 
@@ -137,6 +139,23 @@ std::vector<int64_t> parse_max_steps(const std::string& text) {
   return values;
 }
 
+namespace {
+
+// --device, else trainer.cfg's device key; resolved before anything is written, so that a GPU
+// that is not there ends the command with one line and an untouched --expdir.
+c10::Device training_device(const Recipe& recipe, const std::string& flag) {
+  const ConfigFile& trainer_cfg = recipe.get("trainer.cfg");
+  auto options = read_trainer_options(trainer_cfg);
+  auto device = flag.empty() ? resolve_device(options.compute.device,
+                                              trainer_cfg.path() + ": [trainer] device")
+                             : resolve_device(flag, "--device");
+  check_precision(parse_precision(options.compute.precision, "precision"), device,
+                  trainer_cfg.path() + ": [trainer] precision");
+  return device;
+}
+
+}  // namespace
+
 void run_training(const TrainingRunOptions& requested) {
   TrainingRunOptions checked = requested;
   // train_options.json is written last when an experiment is prepared: without it nothing was
@@ -163,6 +182,14 @@ void run_training(const TrainingRunOptions& requested) {
   const bool chief = environment.rank == 0;
 
   Recipe recipe;
+  c10::Device device(c10::kCPU);
+  if (!run.resume) {
+    // The recipe as given is read (and its warnings logged) before the experiment is prepared,
+    // so that a bad device or precision leaves no experiment folder behind.
+    Recipe source = Recipe::load(run.recipe, parse_overrides(run.sets));
+    for (const auto& warning : source.warnings()) spdlog::warn("{}", warning);
+    device = training_device(source, run.device);
+  }
   if (run.resume) {
     if (!fs::exists(expdir / "trainer.cfg") ||
         !fs::exists(ExperimentLayout{expdir}.train_options()))
@@ -170,6 +197,8 @@ void run_training(const TrainingRunOptions& requested) {
                   "start it without --resume, or give --recipe");
     check_resumed_overrides(expdir, run.sets);
     recipe = Recipe::load(expdir);
+    for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
+    device = training_device(recipe, run.device);
     if (chief) log_to_file(ExperimentLayout{expdir}.log());
     spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
                  run.seed, fmt::join(run.max_steps, ","), run.deterministic ? ", deterministic" : "");
@@ -179,15 +208,14 @@ void run_training(const TrainingRunOptions& requested) {
   } else {
     recipe = prepare_experiment(run);
   }
-  for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
   // Reading the options here reports a bad trainer.cfg before any process group is formed.
   read_trainer_options(recipe.get("trainer.cfg"));
-  spdlog::info("threads: {}, seed: {}{}", torch::get_num_threads(), run.seed,
+  spdlog::info("device: {}, seed: {}{}", describe_device(device), run.seed,
                run.deterministic ? ", deterministic" : "");
 
   auto communicator =
       make_communicator(environment, std::chrono::seconds(run.dist_timeout_seconds),
-                        std::chrono::seconds(run.liveness_timeout_seconds));
+                        std::chrono::seconds(run.liveness_timeout_seconds), device);
   if (environment.distributed())
     spdlog::info("distributed: rank {} of {} ({} variables; rendezvous {}:{})", environment.rank,
                  environment.world_size, environment.source, environment.master_addr,
@@ -196,6 +224,7 @@ void run_training(const TrainingRunOptions& requested) {
   settings.seed = run.seed;
   settings.resume = run.resume;
   settings.max_steps = run.max_steps;
+  settings.device = device;
   run_curriculum(recipe, expdir, settings, *communicator);
 }
 

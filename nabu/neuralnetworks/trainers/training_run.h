@@ -21,6 +21,8 @@ struct TrainingRunOptions {
   std::vector<int64_t> max_steps{-1};
   int dist_timeout_seconds = 300;
   int liveness_timeout_seconds = 20;  // 0 = no liveness check
+  // --device; empty: trainer.cfg's device. Not recorded: a resumed run may use another device.
+  std::string device;
 };
 
 void run_training(const TrainingRunOptions& options);

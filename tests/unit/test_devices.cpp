@@ -1,0 +1,238 @@
+// Devices and mixed precision (docs/devices.md): device names, one clear line for a GPU that is
+// not there, bf16 autocast and fp16's loss scale. The Cuda* tests (CTest label `cuda`) train on a
+// GPU against the CPU; where LibTorch sees no GPU they are reported as skipped.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <limits>
+
+#include "nabu/core/device.h"
+#include "nabu/core/error.h"
+#include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "test_helpers.h"
+#include "training_fixture.h"
+
+using namespace nabu;
+using namespace nabu::testing;
+
+TEST(Device, NamesResolveAndMalformedOnesAreRejected) {
+  EXPECT_TRUE(resolve_device("cpu", "--device").is_cpu());
+  for (const std::string bad : {"gpu", "cuda:", "cuda:-1", "cuda:x", "CPU", ""}) {
+    EXPECT_FALSE(is_device_name(bad)) << bad;
+    EXPECT_NE(error_of([&] { resolve_device(bad, "--device"); })
+                  .find("--device=" + bad + ": expected auto, cpu, cuda or cuda:N"),
+              std::string::npos)
+        << bad;
+  }
+  for (const std::string good : {"auto", "cpu", "cuda", "cuda:0", "cuda:12"})
+    EXPECT_TRUE(is_device_name(good)) << good;
+  // auto is the GPU when there is one, else the CPU.
+  EXPECT_EQ(resolve_device("auto", "--device").is_cuda(), cuda_available());
+}
+
+TEST(Device, CudaWhereThereIsNoGpuIsOneClearError) {
+  if (cuda_available()) GTEST_SKIP() << "LibTorch sees a GPU here";
+  for (const std::string name : {"cuda", "cuda:1"}) {
+    std::string message = error_of([&] { resolve_device(name, "--device"); });
+    EXPECT_NE(message.find("--device=" + name + ": this LibTorch (" TORCH_VERSION), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("use --device=cpu"), std::string::npos) << message;
+  }
+}
+
+TEST(MixedPrecision, PrecisionNamesAndFp16NeedsAGpu) {
+  EXPECT_EQ(parse_precision("bf16", "precision"), Precision::kBf16);
+  EXPECT_EQ(precision_name(parse_precision("fp16", "precision")), "fp16");
+  EXPECT_NE(error_of([] { parse_precision("fp8", "trainer.cfg precision"); })
+                .find("trainer.cfg precision=fp8: expected fp32, bf16 or fp16"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { check_precision(Precision::kFp16, torch::kCPU, "precision"); })
+                .find("precision=fp16 needs a CUDA device"),
+            std::string::npos);
+  EXPECT_EQ(error_of([] { check_precision(Precision::kBf16, torch::kCPU, "precision"); }), "");
+}
+
+TEST(MixedPrecision, AutocastScopeComputesProductsInBf16AndRestoresTheState) {
+  auto a = torch::randn({4, 8}), b = torch::randn({8, 3});
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat32);
+  // The product of the inputs rounded to bf16, accumulated in fp32 (outside autocast).
+  auto reference = torch::mm(a.to(torch::kBFloat16).to(torch::kFloat32),
+                             b.to(torch::kBFloat16).to(torch::kFloat32));
+  {
+    AutocastScope outer(Precision::kBf16, torch::kCPU);
+    auto product = torch::mm(a, b);
+    EXPECT_EQ(product.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(torch::allclose(product.to(torch::kFloat32), reference, 2e-2, 2e-2));
+    {
+      AutocastScope fp32(Precision::kFp32, torch::kCPU);  // changes nothing
+      EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    }
+    {
+      AutocastScope inner(Precision::kBf16, torch::kCPU);
+      EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    }
+    // The inner scope's end kept the outer one on.
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    // Element-wise sums are not autocast: they follow type promotion.
+    EXPECT_EQ((a + a).scalar_type(), torch::kFloat32);
+  }
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat32);
+}
+
+TEST(MixedPrecision, LossScalerSkipsOverflowsBacksOffAndGrows) {
+  LossScaler::Options options;
+  options.initial_scale = 1024;
+  options.growth_interval = 3;
+  LossScaler scaler(true, options);
+  EXPECT_EQ(scaler.scale(), 1024);
+
+  std::vector<torch::Tensor> gradients{torch::full({3}, 2048.0), torch::Tensor(),
+                                       torch::full({2, 2}, -512.0)};
+  EXPECT_TRUE(scaler.unscale(gradients));
+  EXPECT_TRUE(torch::equal(gradients[0], torch::full({3}, 2.0)));
+  EXPECT_TRUE(torch::equal(gradients[2], torch::full({2, 2}, -0.5)));
+  EXPECT_FALSE(gradients[1].defined());
+
+  // An infinity or a NaN anywhere: the update is to be skipped and the scale halves.
+  for (double bad : {std::numeric_limits<double>::infinity(), std::nan("")}) {
+    std::vector<torch::Tensor> overflowed{torch::ones({4}), torch::ones({2})};
+    overflowed[1][1] = bad;
+    EXPECT_FALSE(scaler.unscale(overflowed)) << bad;
+  }
+  scaler.update(false);
+  EXPECT_EQ(scaler.scale(), 512);
+  EXPECT_EQ(scaler.good_steps(), 0);
+  // growth_interval updates in a row without overflow double it.
+  scaler.update(true);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 512);
+  EXPECT_EQ(scaler.good_steps(), 2);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 1024);
+  EXPECT_EQ(scaler.good_steps(), 0);
+
+  // A resumed run continues from the checkpoint's state.
+  scaler.restore(256, 2);
+  scaler.update(true);
+  EXPECT_EQ(scaler.scale(), 512);
+  EXPECT_NE(error_of([&] { scaler.restore(0, 0); }).find("loss scaler"), std::string::npos);
+
+  // Disabled (fp32, bf16): scale 1, the gradients untouched.
+  LossScaler off;
+  std::vector<torch::Tensor> untouched{torch::full({2}, 3.0)};
+  EXPECT_EQ(off.scale(), 1.0);
+  EXPECT_TRUE(off.unscale(untouched));
+  EXPECT_TRUE(torch::equal(untouched[0], torch::full({2}, 3.0)));
+}
+
+TEST_F(TrainingRun, DeviceAndPrecisionMistakesAreOneLineAndLeaveNothingBehind) {
+  struct Case {
+    std::string options, message;
+  };
+  std::vector<Case> cases = {
+      {"--set trainer.cfg:trainer:device=gpu", "[trainer] device"},
+      {"--set trainer.cfg:trainer:precision=fp8", "precision"},
+      {"--device=cpu --set trainer.cfg:trainer:precision=fp16",
+       "precision=fp16 needs a CUDA device"},
+      {"--device=tpu", "--device=tpu: expected auto, cpu, cuda or cuda:N"},
+  };
+  if (!cuda_available()) cases.push_back({"--device=cuda", "--device=cuda: this LibTorch"});
+  int index = 0;
+  for (const auto& c : cases) {
+    const std::string expdir = "exp_bad" + std::to_string(index++);
+    auto result = train(expdir, "--max-steps=1 " + c.options);
+    EXPECT_EQ(result.exit_code, 1) << c.options << "\n" << result.output;
+    EXPECT_NE(result.output.find(c.message), std::string::npos) << c.options << "\n"
+                                                                 << result.output;
+    // One line on the terminal, and no experiment folder.
+    EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+    EXPECT_FALSE(fs::exists(dir_ / expdir)) << c.options;
+  }
+}
+
+TEST_F(TrainingRun, Bf16OnTheCpuTrainsCloseToFp32AndResumesExactly) {
+  const std::string common = "--max-steps=6,2 --set trainer.cfg:trainer:valid_frequency=3";
+  auto fp32 = train("exp_fp32", common);
+  ASSERT_EQ(fp32.exit_code, 0) << fp32.output;
+  auto bf16 = train("exp_bf16", common + " --set trainer.cfg:trainer:precision=bf16");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.output;
+  EXPECT_NE(bf16.output.find("precision: bf16 autocast"), std::string::npos) << bf16.output;
+  auto a = training_losses_by_step(dir_ / "exp_fp32/100/metrics.jsonl");
+  auto b = training_losses_by_step(dir_ / "exp_bf16/100/metrics.jsonl");
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  bool differs = false;
+  for (const auto& [step, loss] : a) {
+    ASSERT_TRUE(std::isfinite(b[step])) << "update " << step;
+    // bf16 keeps 8 bits of mantissa: the losses agree to about a percent, but not exactly
+    // (autocast really computed the products in bf16).
+    EXPECT_NEAR(b[step], loss, 0.03 * std::abs(loss)) << "update " << step;
+    differs = differs || b[step] != loss;
+  }
+  EXPECT_TRUE(differs) << "bf16 gave the fp32 losses exactly: autocast did nothing";
+  // The weights stay fp32.
+  for (const auto& [name, tensor] : parameters("exp_bf16/100/logdir/latest.pt"))
+    EXPECT_EQ(tensor.scalar_type(), torch::kFloat32) << name;
+}
+
+TEST_F(TrainingRun, Bf16ResumeAfterSigkillEndsBitIdentical) {
+  expect_resume_after_sigkill_bit_identical(
+      dir_, "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5"
+            " --set trainer.cfg:trainer:precision=bf16");
+}
+
+// --- On a GPU (label cuda) ------------------------------------------------------------------
+
+class CudaTraining : public TrainingRun {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "LibTorch (" TORCH_VERSION ") sees no GPU here";
+    TrainingRun::SetUp();
+  }
+};
+
+TEST_F(CudaTraining, UpdatesOnTheGpuMatchTheCpuAndItsModelTestsOnTheCpu) {
+  const std::string common = "--max-steps=5,2 --set trainer.cfg:trainer:valid_frequency=3";
+  auto cpu = train("exp_cpu", common + " --device=cpu");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.output;
+  auto gpu = train("exp_gpu", common + " --device=cuda");
+  ASSERT_EQ(gpu.exit_code, 0) << gpu.output;
+  EXPECT_NE(gpu.output.find("device: cuda:0"), std::string::npos) << gpu.output;
+  auto a = training_losses_by_step(dir_ / "exp_cpu/100/metrics.jsonl");
+  auto b = training_losses_by_step(dir_ / "exp_gpu/100/metrics.jsonl");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [step, loss] : a)
+    EXPECT_NEAR(b[step], loss, 1e-3 * std::abs(loss)) << "update " << step;
+  // The checkpoint holds CPU tensors and reads on the CPU; the weights agree within tolerance.
+  auto gpu_parameters = parameters("exp_gpu/full/logdir/latest.pt");
+  for (const auto& [name, tensor] : gpu_parameters) EXPECT_TRUE(tensor.device().is_cpu()) << name;
+  expect_same_parameters(parameters("exp_cpu/full/logdir/latest.pt"), gpu_parameters, 1e-3);
+  // Trained on the GPU, tested on the CPU; and a GPU checkpoint resumes on the CPU.
+  auto tested = run_nabu("test --expdir=exp_gpu --device=cpu --threads=1", dir_.path());
+  EXPECT_EQ(tested.exit_code, 0) << tested.output;
+  auto resumed = run_nabu("train --expdir=exp_gpu --resume --device=cpu --threads=1", dir_.path());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+}
+
+TEST_F(CudaTraining, Fp16SkipsTheUpdateWhoseGradientsOverflowed) {
+  // NABU_TEST_INF_GRADIENT_AT_STEP puts an infinity into a gradient of that update.
+  auto result = run_shell(std::string("NABU_TEST_INF_GRADIENT_AT_STEP=3 ") + NABU_BINARY +
+                              " train --expdir=exp_fp16 " +
+                              tiny_dc("--max-steps=6,1 --device=cuda"
+                                      " --set trainer.cfg:trainer:valid_frequency=100"
+                                      " --set trainer.cfg:trainer:precision=fp16"),
+                          dir_.path());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("step 3: fp16 loss or gradients overflowed at loss scale 65536: "
+                               "update skipped, scale now 32768"),
+            std::string::npos)
+      << result.output;
+  auto losses = training_losses_by_step(dir_ / "exp_fp16/100/metrics.jsonl");
+  ASSERT_EQ(losses.size(), 6u);
+  for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
+  // The scale is in the checkpoint, for an exact resume.
+  auto checkpoint = load_checkpoint(dir_ / "exp_fp16/100/logdir/latest.pt", {});
+  EXPECT_EQ(checkpoint.loss_scale, 32768);
+}
