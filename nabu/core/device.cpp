@@ -1,5 +1,6 @@
 #include "nabu/core/device.h"
 
+#include <dlfcn.h>
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -26,15 +27,13 @@ int local_rank() {
   return 0;
 }
 
-// torch::cuda::device_count() is 0 both for a LibTorch without CUDA and for no GPU; only a
-// LibTorch with CUDA has the hooks that can describe its CUDA build.
+// torch::cuda::device_count() is 0 both for a LibTorch without CUDA and for no GPU; a LibTorch
+// with CUDA has its CUDA library loaded with it (the process links it).
 std::string no_cuda_reason() {
   const std::string version = TORCH_VERSION;
-  try {
-    at::detail::getCUDAHooks().showConfig();
-  } catch (const std::exception&) {
-    return "this LibTorch (" + version + ") was built without CUDA";
-  }
+  void* cuda_library = ::dlopen("libtorch_cuda.so", RTLD_NOW | RTLD_NOLOAD);
+  if (!cuda_library) return "this LibTorch (" + version + ") was built without CUDA";
+  ::dlclose(cuda_library);
   return "this LibTorch (" + version + ", with CUDA) finds no GPU on this machine";
 }
 

@@ -207,7 +207,9 @@ TEST(PostIstft, UnmaskedSpectrumIsAPerfectReconstruction) {
       ASSERT_NEAR(back[i].item<double>(), gain * signal[i].item<double>(), 1e-9)
           << window << " sample " << i;
     }
-    if (window == "cosine") EXPECT_LT(faded, 2 * 40) << "the fade is a few ms at each end";
+    if (window == "cosine") {
+      EXPECT_LT(faded, 2 * 40) << "the fade is a few ms at each end";
+    }
   }
 }
 
