@@ -21,7 +21,7 @@ bool is_device_name(const std::string& name);
 // Whether this LibTorch can run on a GPU here (built with CUDA and a device present).
 bool cuda_available();
 
-// One line for the log: "cpu (2 threads)" or "cuda:0 (NVIDIA H100 80GB HBM3, 79.1 GiB)".
+// One line for the log: "cpu (2 threads)" or "cuda:0".
 std::string describe_device(const c10::Device& device);
 
 }  // namespace nabu

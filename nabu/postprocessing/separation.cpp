@@ -42,7 +42,11 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
   bank_ = std::make_unique<ModelBank>(recipe.get("model.cfg"));
 }
 
-void Separator::load_parameters(const std::set<std::string>& models) {
+void Separator::build_and_load(const ModelGraph& graph, const TensorMap& inputs,
+                               const std::map<std::string, torch::Tensor>& lengths) {
+  bank_->to(torch::kCPU);
+  graph.materialize(inputs, lengths);
+  const std::set<std::string> models = graph.used_models();
   // A training checkpoint (--allow_early_testing) or a model file.
   ParameterLoadReport report = early_
                                    ? bank_->load_tensors(load_checkpoint(model_file_, {}).parameters)
@@ -57,6 +61,7 @@ void Separator::load_parameters(const std::set<std::string>& models) {
     if (models.count(name.substr(0, name.find('.'))))
       throw Error(model_file_.string() + ": parameter " + name + " not loaded: " + reason +
                   " (was model.cfg changed after training?)");
+  bank_->to(device_);
 }
 
 std::unique_ptr<TaskSeparation> Separator::task(const std::string& name) {
@@ -78,10 +83,7 @@ EvaluationResult Separator::evaluate_outputs(const std::string& task, int64_t ma
                         recipe_.get("database.conf"), segment_, stores_,
                         "test task [" + task + "]");
     Batch first = examples.load({0});
-    bank_->to(torch::kCPU);  // models are built on the CPU (ModelBank::to)
-    evaluator->graph().materialize(model_inputs(first, spec.input_names), first.lengths);
-    load_parameters(evaluator->graph().used_models());
-    bank_->to(device_);
+    build_and_load(evaluator->graph(), model_inputs(first, spec.input_names), first.lengths);
   }
   int64_t done = 0;
   return evaluator->evaluate(-1, nullptr, [&](const Batch& batch, const TensorMap& outputs) {
@@ -129,10 +131,7 @@ TensorMap Separator::forward_samples(const std::string& task, const torch::Tenso
   }
   torch::NoGradGuard no_grad;
   if (!entry.loaded) {
-    bank_->to(torch::kCPU);  // models are built on the CPU (ModelBank::to)
-    entry.graph->materialize(inputs, lengths);
-    load_parameters(entry.graph->used_models());
-    bank_->to(device_);
+    build_and_load(*entry.graph, inputs, lengths);
     entry.loaded = true;
   }
   for (auto* tensors : {&inputs, &lengths})

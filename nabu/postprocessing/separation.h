@@ -92,7 +92,10 @@ class Separator {
 
  private:
   friend class TaskSeparation;
-  void load_parameters(const std::set<std::string>& models);
+  // Builds the models of `graph` on the CPU with one forward pass on `inputs` (ModelBank::to),
+  // loads their parameters from the model file and moves the bank to device_.
+  void build_and_load(const ModelGraph& graph, const TensorMap& inputs,
+                      const std::map<std::string, torch::Tensor>& lengths);
   const Recipe& recipe_;
   std::string segment_;
   std::filesystem::path model_file_;

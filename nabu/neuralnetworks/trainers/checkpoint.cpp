@@ -62,14 +62,14 @@ void remove_stale_temporaries(const std::filesystem::path& directory) {
       std::filesystem::remove_all(entry.path(), ec);
 }
 
-torch::Tensor cpu_rng_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
+torch::Tensor rng_state(const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
-void set_cpu_rng_state(const torch::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
+void set_rng_state(const torch::Tensor& state, const torch::Device& device) {
+  at::Generator generator = at::globalContext().defaultGenerator(device);
   std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(state);
 }

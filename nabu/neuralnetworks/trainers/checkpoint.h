@@ -54,8 +54,9 @@ std::optional<std::filesystem::path> resumable_checkpoint(const StageLayout& sta
 // Removes the temporary files a killed writer left in `directory` ("<name>.tmp.<pid>.<n>").
 void remove_stale_temporaries(const std::filesystem::path& directory);
 
-// The CPU generator state (for input noise and dropout) and its restore.
-torch::Tensor cpu_rng_state();
-void set_cpu_rng_state(const torch::Tensor& state);
+// The state of `device`'s default generator (input noise and dropout draw from it) and its
+// restore; the state tensor is always on the CPU.
+torch::Tensor rng_state(const torch::Device& device = torch::kCPU);
+void set_rng_state(const torch::Tensor& state, const torch::Device& device = torch::kCPU);
 
 }  // namespace nabu

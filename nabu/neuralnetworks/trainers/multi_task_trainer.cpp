@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <thread>
 
 #include <ATen/record_function.h>
@@ -436,9 +435,8 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
   for (const auto& [name, tensor] : bank_->named_parameters())
     checkpoint.parameters[name] = tensor.detach().to(torch::kCPU, /*non_blocking=*/false,
                                                      /*copy=*/true);
-  checkpoint.rng_state = cpu_rng_state();
-  if (settings_.device.is_cuda())
-    checkpoint.device_rng_state = at::globalContext().defaultGenerator(settings_.device).get_state();
+  checkpoint.rng_state = rng_state();
+  if (settings_.device.is_cuda()) checkpoint.device_rng_state = rng_state(settings_.device);
   if (scaler_.enabled()) {
     checkpoint.loss_scale = scaler_.scale();
     checkpoint.loss_scale_good_steps = scaler_.good_steps();
@@ -463,12 +461,9 @@ void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint) {
   state_ = checkpoint.state;
   state_.run_start = state_.step;
   for (auto& task : tasks_) task->seek(checkpoint.positions);
-  if (checkpoint.rng_state.defined()) set_cpu_rng_state(checkpoint.rng_state);
-  if (checkpoint.device_rng_state.defined() && settings_.device.is_cuda()) {
-    at::Generator generator = at::globalContext().defaultGenerator(settings_.device);
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(checkpoint.device_rng_state);
-  }
+  if (checkpoint.rng_state.defined()) set_rng_state(checkpoint.rng_state);
+  if (checkpoint.device_rng_state.defined() && settings_.device.is_cuda())
+    set_rng_state(checkpoint.device_rng_state, settings_.device);
   if (checkpoint.loss_scale > 0)
     scaler_.restore(checkpoint.loss_scale, checkpoint.loss_scale_good_steps);
 }
