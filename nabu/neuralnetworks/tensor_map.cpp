@@ -19,7 +19,10 @@ const torch::Tensor& get_tensor(const TensorMap& tensors, const std::string& nam
 
 torch::Tensor frame_mask(const torch::Tensor& seq_lengths, int64_t frames,
                          torch::ScalarType dtype) {
-  auto steps = torch::arange(frames, torch::TensorOptions().dtype(torch::kLong));
+  // Where the lengths are (a GPU's when the batch is there): a comparison of a CPU and a GPU
+  // tensor is an error.
+  auto steps =
+      torch::arange(frames, torch::TensorOptions().dtype(torch::kLong).device(seq_lengths.device()));
   return (steps.unsqueeze(0) < seq_lengths.to(torch::kLong).unsqueeze(1)).to(dtype);
 }
 

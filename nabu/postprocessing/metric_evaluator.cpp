@@ -212,10 +212,11 @@ EvaluationResult MetricEvaluator::evaluate(int64_t max_batches, Communicator* co
         const int64_t first = (rank + seen++ * world) * batch_size;
         for (int64_t b = 0; b < batch.size(); ++b) {
           if (metric_utts_ > 0 && first + b >= metric_utts_) break;
+          // Reconstruction and scoring run on the CPU, where the references are read.
           TensorMap utterance;
           for (const auto& [name, tensor] : outputs)
             utterance[name] =
-                tensor[b].slice(0, 0, std::min(lengths[b].item<int64_t>(), tensor.size(1)));
+                tensor[b].slice(0, 0, std::min(lengths[b].item<int64_t>(), tensor.size(1))).cpu();
           score(batch.names[b], utterance);
         }
       });

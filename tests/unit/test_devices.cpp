@@ -7,9 +7,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <regex>
 
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
+#include "nabu/neuralnetworks/tensor_map.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "test_helpers.h"
@@ -208,7 +210,9 @@ class CudaTraining : public TrainingRun {
 };
 
 TEST_F(CudaTraining, UpdatesOnTheGpuMatchTheCpuAndItsModelTestsOnTheCpu) {
-  const std::string common = "--max-steps=5,2 --set trainer.cfg:trainer:valid_frequency=3";
+  const std::string common = "--max-steps=5,2 --set trainer.cfg:trainer:valid_frequency=3"
+                             " --set test_evaluator.cfg:task_2spk:batch_size=2"
+                             " --set test_evaluator.cfg:task_2spk_real:batch_size=2";
   std::string output;
   auto a = first_stage_losses(dir_, "exp_cpu", common + " --device=cpu");
   auto b = first_stage_losses(dir_, "exp_gpu", common + " --device=cuda", &output);
@@ -217,10 +221,16 @@ TEST_F(CudaTraining, UpdatesOnTheGpuMatchTheCpuAndItsModelTestsOnTheCpu) {
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [step, loss] : a)
     EXPECT_NEAR(b[step], loss, 1e-3 * std::abs(loss)) << "update " << step;
-  // The checkpoint holds CPU tensors and reads on the CPU; the weights agree within tolerance.
+  // The checkpoint holds CPU tensors and reads on the CPU. The weights agree within a few Adam
+  // steps (lr 0.002): Adam normalises each gradient, so rounding differences of a near-zero one
+  // move its weight by up to a step (seen on an H200: 0.003 after 7 updates).
   auto gpu_parameters = parameters("exp_gpu/full/logdir/latest.pt");
-  for (const auto& [name, tensor] : gpu_parameters) EXPECT_TRUE(tensor.device().is_cpu()) << name;
-  expect_same_parameters(parameters("exp_cpu/full/logdir/latest.pt"), gpu_parameters, 1e-3);
+  auto cpu_parameters = parameters("exp_cpu/full/logdir/latest.pt");
+  ASSERT_EQ(gpu_parameters.size(), cpu_parameters.size());
+  for (const auto& [name, tensor] : gpu_parameters) {
+    EXPECT_TRUE(tensor.device().is_cpu()) << name;
+    EXPECT_LE((tensor - cpu_parameters.at(name)).abs().max().item<double>(), 0.01) << name;
+  }
   // Trained on the GPU, tested on the CPU; and a GPU checkpoint resumes on the CPU.
   auto tested = run_nabu("test --expdir=exp_gpu --device=cpu --threads=1", dir_.path());
   EXPECT_EQ(tested.exit_code, 0) << tested.output;
@@ -232,19 +242,41 @@ TEST_F(CudaTraining, Fp16SkipsTheUpdateWhoseGradientsOverflowed) {
   // NABU_TEST_INF_GRADIENT_AT_STEP puts an infinity into a gradient of that update.
   auto result = run_shell(std::string("NABU_TEST_INF_GRADIENT_AT_STEP=3 ") + NABU_BINARY +
                               " train --expdir=exp_fp16 " +
-                              tiny_dc("--max-steps=6,1 --device=cuda"
+                              tiny_dc("--max-steps=6,0 --device=cuda"
                                       " --set trainer.cfg:trainer:valid_frequency=100"
                                       " --set trainer.cfg:trainer:precision=fp16"),
                           dir_.path());
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("step 3: fp16 loss or gradients overflowed at loss scale 65536: "
-                               "update skipped, scale now 32768"),
-            std::string::npos)
-      << result.output;
+  // The first updates may overflow by themselves too (the scale starts at 65536, as PyTorch's
+  // GradScaler does; on an H200 it came down to 1024): each skip halves the scale.
+  const std::regex skip("step ([0-9]+): fp16 loss or gradients overflowed at loss scale "
+                        "([0-9]+): update skipped, scale now ([0-9]+)");
+  std::map<int64_t, std::pair<double, double>> skips;
+  for (std::sregex_iterator it(result.output.begin(), result.output.end(), skip), end; it != end;
+       ++it)
+    skips[std::stoll((*it)[1])] = {std::stod((*it)[2]), std::stod((*it)[3])};
+  ASSERT_TRUE(skips.count(3)) << result.output;
+  double scale = 65536;
+  for (const auto& [step, scales] : skips) {
+    EXPECT_EQ(scales.first, scale) << "step " << step;
+    EXPECT_EQ(scales.second, scale / 2) << "step " << step;
+    scale /= 2;
+  }
   auto losses = training_losses_by_step(dir_ / "exp_fp16/100/metrics.jsonl");
   ASSERT_EQ(losses.size(), 6u);
   for (const auto& [step, loss] : losses) EXPECT_TRUE(std::isfinite(loss)) << step;
   // The scale is in the checkpoint, for an exact resume.
   auto checkpoint = load_checkpoint(dir_ / "exp_fp16/100/logdir/latest.pt", {});
-  EXPECT_EQ(checkpoint.loss_scale, 32768);
+  EXPECT_EQ(checkpoint.loss_scale, scale);
+}
+
+TEST(Device, FrameMasksAreMadeWhereTheLengthsAre) {
+  auto lengths = torch::tensor({3, 1}, torch::kLong);
+  EXPECT_TRUE(torch::equal(frame_mask(lengths, 4),
+                           torch::tensor({{1.f, 1.f, 1.f, 0.f}, {1.f, 0.f, 0.f, 0.f}})));
+  // Meta tensors stand in for a GPU's here: lengths on the GPU met a mask counter made on the CPU
+  // in every recurrent model (found on an H200: "Expected all tensors to be on the same device").
+  auto mask = frame_mask(lengths.to(torch::kMeta), 4);
+  EXPECT_EQ(mask.device().type(), torch::kMeta);
+  EXPECT_EQ(mask.sizes(), (std::vector<int64_t>{2, 4}));
 }

@@ -29,7 +29,7 @@ struct CtcOptions {
 
 // Frames a CTC path needs for `labels`: one per label, plus a blank between equal neighbours.
 int64_t frames_needed(const torch::Tensor& labels) {
-  auto values = labels.to(torch::kLong).contiguous();
+  auto values = labels.to(torch::kLong).cpu().contiguous();
   const int64_t* v = values.data_ptr<int64_t>();
   int64_t count = values.numel();
   for (int64_t i = 1; i < values.numel(); ++i) count += v[i] == v[i - 1];
@@ -65,6 +65,8 @@ class CtcLoss : public LossComputer {
     auto input_lengths = seq_lengths.to(torch::kLong).clamp_max(frames).cpu();
     auto label_lengths = found->second.to(torch::kLong).cpu();
     auto label_values = labels.to(torch::kLong);
+    // The checks read the labels on the CPU (a GPU batch's too).
+    auto host_labels = label_values.cpu();
     // The label range and the frames each sequence needs, named by example: LibTorch would
     // return an infinite loss or read out of range instead.
     for (int64_t b = 0; b < batch; ++b) {
@@ -74,7 +76,7 @@ class CtcLoss : public LossComputer {
                    : "example " + std::to_string(b) + " of the batch";
       };
       int64_t length = label_lengths[b].item<int64_t>();
-      auto sequence = label_values[b].slice(0, 0, length);
+      auto sequence = host_labels[b].slice(0, 0, length);
       if (length > 0) {
         int64_t low = sequence.min().item<int64_t>(), high = sequence.max().item<int64_t>();
         if (low < 0 || high >= classes || (sequence == blank).any().item<bool>())
