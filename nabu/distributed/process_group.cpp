@@ -7,6 +7,10 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +46,50 @@ std::string host_name() {
   return name;
 }
 
+bool is_loopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0;
+}
+
+// The address of this host on the route to `host` (the rendezvous host): a UDP socket connected
+// there (nothing is sent) is bound to it. Empty when the host cannot be resolved or reached.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return "";
+  std::string address;
+  int socket_fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+  if (socket_fd >= 0 && ::connect(socket_fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_in local{};
+    socklen_t length = sizeof(local);
+    char text[INET_ADDRSTRLEN] = {0};
+    if (::getsockname(socket_fd, reinterpret_cast<sockaddr*>(&local), &length) == 0 &&
+        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)))
+      address = text;
+  }
+  if (socket_fd >= 0) ::close(socket_fd);
+  ::freeaddrinfo(found);
+  return address;
+}
+
+// Where Gloo listens and what it tells the other ranks: GLOO_SOCKET_IFNAME's interface when set
+// (as in PyTorch), 127.0.0.1 for a rendezvous on loopback, else this host's address on the route
+// to the rendezvous host - not the address its host name resolves to, which is often 127.0.1.1
+// or an interface the others cannot reach. `address` receives what was chosen.
+auto gloo_device(const DistributedEnvironment& environment, std::string& address) {
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface && *interface) {
+    address = std::string("interface ") + interface;
+    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+  }
+  address = is_loopback(environment.master_addr)
+                ? "127.0.0.1"
+                : local_address_towards(environment.master_addr, environment.master_port);
+  if (address.empty()) return c10d::ProcessGroupGloo::createDefaultDevice();
+  return c10d::ProcessGroupGloo::createDeviceForHostname(address);
+}
+
 double process_cpu_seconds() {
   timespec time{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time);
@@ -54,9 +102,11 @@ using SteadyClock = std::chrono::steady_clock;
 // client with a short timeout, so a frozen store (a stopped chief) cannot block the check.
 class LivenessMonitor {
  public:
-  LivenessMonitor(const DistributedEnvironment& environment, std::chrono::seconds timeout)
+  LivenessMonitor(const DistributedEnvironment& environment, std::chrono::seconds timeout,
+                  const std::string& address)
       : rank_(environment.rank), world_size_(environment.world_size), timeout_(timeout),
-        host_(host_name()), peers_(environment.world_size) {
+        host_(host_name() + (address.empty() || is_loopback(address) ? "" : " (" + address + ")")),
+        peers_(environment.world_size) {
     c10d::TCPStoreOptions options;
     options.port = static_cast<std::uint16_t>(environment.master_port);
     options.isServer = false;
@@ -64,9 +114,12 @@ class LivenessMonitor {
     store_ = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, options);
     auto now = SteadyClock::now();
     for (auto& peer : peers_) peer.beat_seen = peer.progress_seen = now;
-    store_seen_ = now;
+    store_answered_.store(now.time_since_epoch().count());
     check(0);  // the first heartbeat now, not a second later
     thread_ = std::thread([this] { loop(); });
+    // A store call on a cut link can block far longer than its timeout: the silence of the
+    // store is judged apart from the calls.
+    if (rank_ != 0) watchdog_ = std::thread([this] { watch_store(); });
   }
   ~LivenessMonitor() {
     {
@@ -75,6 +128,7 @@ class LivenessMonitor {
     }
     changed_.notify_all();
     thread_.join();
+    if (watchdog_.joinable()) watchdog_.join();
     // A rank that ends normally says so, so the others do not take its silence for a hang.
     try {
       const std::string done = "done";
@@ -104,6 +158,24 @@ class LivenessMonitor {
     }
   }
 
+  void watch_store() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!changed_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; }))
+      if (store_silent(SteadyClock::now())) {
+        std::string host;
+        {
+          std::lock_guard<std::mutex> host_lock(chief_mutex_);
+          host = chief_host_;
+        }
+        fail("rank 0 on " + host + " (the rendezvous store) does not answer");
+      }
+  }
+
+  bool store_silent(SteadyClock::time_point now) const {
+    auto answered = SteadyClock::time_point(SteadyClock::duration(store_answered_.load()));
+    return now - answered > timeout_ && !chief_done_.load();
+  }
+
   void check(int64_t beat) {
     auto now = SteadyClock::now();
     std::string mine = std::to_string(beat) + " " + std::to_string(progress_.load()) + " " +
@@ -117,11 +189,14 @@ class LivenessMonitor {
         auto bytes = store_->get(key(r));
         observe(peers_[r], std::string(bytes.begin(), bytes.end()), now);
       }
-      store_seen_ = now;
+      store_answered_.store(now.time_since_epoch().count());
+      std::lock_guard<std::mutex> host_lock(chief_mutex_);
+      chief_host_ = peers_[0].host;
+      chief_done_.store(peers_[0].done);
     } catch (const std::exception&) {
       // The store does not answer (its host, rank 0, is stopped or gone): judged below.
     }
-    if (now - store_seen_ > timeout_ && !peers_[0].done)
+    if (store_silent(now))
       fail("rank 0 on " + peers_[0].host + " (the rendezvous store) does not answer");
     for (int r = 0; r < world_size_; ++r) {
       if (r == rank_ || peers_[r].done) continue;
@@ -146,7 +221,8 @@ class LivenessMonitor {
     std::istringstream in(text);
     int64_t beat = 0, progress = 0, cpu_ms = 0;
     int waiting = 0;
-    in >> beat >> progress >> waiting >> cpu_ms >> peer.host;
+    in >> beat >> progress >> waiting >> cpu_ms;
+    std::getline(in >> std::ws, peer.host);  // the rest: "name (address)"
     double cpu = cpu_ms / 1000.0;
     // Alive and working: a step, half a second of CPU time, or waiting in a collective.
     if (progress != peer.progress || waiting || cpu - peer.cpu >= 0.5) {
@@ -175,13 +251,16 @@ class LivenessMonitor {
   std::string host_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
   std::vector<Peer> peers_;
-  SteadyClock::time_point store_seen_;
+  std::atomic<SteadyClock::rep> store_answered_{0};  // when the store last answered
+  std::atomic<bool> chief_done_{false};
+  std::mutex chief_mutex_;
+  std::string chief_host_ = "?";
   std::atomic<int64_t> progress_{0};
   std::atomic<bool> waiting_{false};
   std::mutex mutex_;
   std::condition_variable changed_;
   bool stop_ = false;
-  std::thread thread_;
+  std::thread thread_, watchdog_;
 };
 
 class GlooCommunicator : public Communicator {
@@ -198,16 +277,13 @@ class GlooCommunicator : public Communicator {
     try {
       store_ = c10::make_intrusive<c10d::TCPStore>(environment.master_addr, store_options);
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-      // Loopback runs (the local launcher) bind to 127.0.0.1; otherwise Gloo picks the
-      // interface of this host's name, as torchrun does.
-      bool loopback = environment.master_addr == "127.0.0.1" ||
-                      environment.master_addr == "localhost";
-      options->devices.push_back(loopback
-                                     ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                     : c10d::ProcessGroupGloo::createDefaultDevice());
+      std::string address;
+      options->devices.push_back(gloo_device(environment, address));
+      if (!is_loopback(address))
+        spdlog::info("rank {}: collectives over {}", rank_, address.empty() ? host_name() : address);
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, world_size_, options);
 #ifdef USE_C10D_NCCL
-      if (device.is_cuda()) {
+      if (device.is_cuda() && !gpu_shared(device)) {
         auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
         nccl_options->timeout = timeout;
         nccl_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(
@@ -216,7 +292,7 @@ class GlooCommunicator : public Communicator {
       }
 #endif
       if (liveness_timeout.count() > 0)
-        liveness_ = std::make_unique<LivenessMonitor>(environment, liveness_timeout);
+        liveness_ = std::make_unique<LivenessMonitor>(environment, liveness_timeout, address);
     } catch (const std::exception& e) {
       throw Error("distributed rendezvous at " + environment.master_addr + ":" +
                   std::to_string(environment.master_port) + " failed for rank " +
@@ -227,6 +303,23 @@ class GlooCommunicator : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
+
+  // Whether two ranks compute on one GPU (more ranks on a host than it has GPUs): NCCL refuses
+  // that ("invalid usage"), so then no rank uses it and Gloo copies GPU tensors through the host.
+  // Every rank counts itself on its host and GPU in the store and all agree on the answer.
+  bool gpu_shared(const c10::Device& device) {
+    const std::string key = "nabu/gpu/" + host_name() + "/" + std::to_string(device.index());
+    store_->add(key, 1);
+    group_->barrier()->wait();
+    auto shared = torch::tensor({store_->add(key, 0) > 1 ? 1.0 : 0.0}, torch::kFloat64);
+    std::vector<at::Tensor> one{shared};
+    group_->allreduce(one)->wait();
+    if (shared.item<double>() == 0) return false;
+    if (rank_ == 0)
+      spdlog::warn("ranks share a GPU (more ranks on a machine than GPUs): gradients are summed "
+                   "through the host (Gloo), not NCCL");
+    return true;
+  }
 
   void all_reduce_sum(std::vector<torch::Tensor>& tensors) override {
     for (auto& tensor : tensors) {

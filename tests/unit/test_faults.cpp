@@ -21,28 +21,6 @@ using namespace nabu::testing;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// Waits for a child; returns (exited normally, exit status or signal).
-std::pair<bool, int> wait_child(pid_t pid) {
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) return {true, WEXITSTATUS(status)};
-  return {false, WTERMSIG(status)};
-}
-
-// The pids of a process's children (the launcher's workers, rank order).
-std::vector<pid_t> children_of(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  std::vector<pid_t> children;
-  for (pid_t child; in >> child;) children.push_back(child);
-  return children;
-}
-
 std::string file_bytes(const fs::path& path) { return read_text(path); }
 
 class Faults : public TrainingRun {

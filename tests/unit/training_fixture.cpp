@@ -138,16 +138,33 @@ void kill_training_mid_first_stage(const TempDir& dir, const std::string& expdir
   ASSERT_FALSE(fs::exists(dir / (expdir + "/full"))) << "killed too late";
 }
 
-// Starts nabu in the background; returns its pid.
-pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log) {
+std::pair<bool, int> wait_child(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) return {true, WEXITSTATUS(status)};
+  return {false, WTERMSIG(status)};
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<pid_t> children;
+  for (pid_t child; in >> child;) children.push_back(child);
+  return children;
+}
+
+pid_t spawn_shell(const std::string& command, const fs::path& cwd, const fs::path& log) {
   pid_t pid = ::fork();
   if (pid == 0) {
-    std::string command = "cd '" + cwd.string() + "' && exec '" + std::string(NABU_BINARY) + "' " +
-                          args + " > '" + log.string() + "' 2>&1";
-    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    std::string line = "cd '" + cwd.string() + "' && exec " + command + " > '" + log.string() +
+                       "' 2>&1";
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   return pid;
+}
+
+pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log) {
+  return spawn_shell("'" + std::string(NABU_BINARY) + "' " + args, cwd, log);
 }
 
 int count_lines_with(const fs::path& path, const std::string& text) {

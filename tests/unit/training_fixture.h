@@ -6,10 +6,13 @@
 #include <sys/types.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "test_helpers.h"
 
@@ -54,6 +57,17 @@ void kill_training_mid_first_stage(const TempDir& dir, const std::string& expdir
 void expect_resume_after_sigkill_bit_identical(const TempDir& dir, const std::string& options);
 // Starts nabu in the background with its output in `log`; returns its pid.
 pid_t spawn_nabu(const std::string& args, const fs::path& cwd, const fs::path& log);
+// The same for a shell command (`exec`uted: the pid is the command's).
+pid_t spawn_shell(const std::string& command, const fs::path& cwd, const fs::path& log);
+using Clock = std::chrono::steady_clock;
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Waits for a child; returns (exited normally, exit status or signal).
+std::pair<bool, int> wait_child(pid_t pid);
+// The pids of a process's children (the launcher's workers, rank order).
+std::vector<pid_t> children_of(pid_t pid);
 int count_lines_with(const fs::path& path, const std::string& text);
 // Waits (up to `seconds`) until `path` has `count` lines containing `text`.
 bool wait_for_lines(const fs::path& path, const std::string& text, int count, double seconds);

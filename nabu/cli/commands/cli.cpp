@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/interrupted.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/strings.h"
 
@@ -187,6 +188,10 @@ int run_main(int argc, char** argv) {
     if (name != info.name) continue;
     try {
       return info.run(args);
+    } catch (const Interrupted& interrupted) {
+      spdlog::shutdown();
+      std::cerr << "nabu " << name << ": " << interrupted.what() << std::endl;
+      return interrupted.exit_status;
     } catch (const std::exception& e) {
       std::string message = e.what();
       // LibTorch messages carry a C++ backtrace after the first line; users need the first.

@@ -1,5 +1,5 @@
-// `nabu train`: flags -> run_training (neuralnetworks/trainers/training_run.h), or N local worker
-// processes of the same command with --workers.
+// `nabu train`: flags -> run_training (neuralnetworks/trainers/training_run.h), or worker
+// processes of the same command with --workers or --max-restarts (distributed/launcher.h).
 #include <algorithm>
 #include <thread>
 
@@ -8,6 +8,7 @@
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
+#include "nabu/core/experiment_layout.h"
 #include "nabu/distributed/launcher.h"
 #include "nabu/distributed/process_group.h"
 #include "nabu/neuralnetworks/trainers/training_run.h"
@@ -16,25 +17,43 @@ namespace nabu::cli {
 
 namespace {
 
-// `--workers=N`: the same command N times without --workers, the threads split between them.
-int launch_workers(const std::vector<std::string>& args, int workers, int threads) {
+// `--workers=N` / `--max-restarts=N`: the same command in N worker processes (0: one that keeps
+// this process's torchrun/Slurm variables), without those flags, the threads split between them;
+// every restart adds --resume (and drops --overwrite, which would delete what it resumes).
+int run_in_workers(const std::vector<std::string>& args, int workers, int threads,
+                   int max_restarts, const std::string& expdir) {
   LaunchOptions launch;
   launch.workers = workers;
+  launch.max_restarts = max_restarts;
   launch.arguments.push_back("train");
+  launch.restart_arguments.push_back("train");
+  auto is = [](const std::string& argument, const std::string& flag) {
+    return argument == flag || argument.rfind(flag + "=", 0) == 0;
+  };
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& argument = args[i];
-    if (argument == "--workers" || argument == "--threads") {
-      ++i;  // the value is the next argument
+    bool takes_value = argument == "--workers" || argument == "--threads" ||
+                       argument == "--max-restarts";
+    if (is(argument, "--workers") || is(argument, "--threads") || is(argument, "--max-restarts")) {
+      if (takes_value) ++i;  // the value is the next argument
       continue;
     }
-    if (argument.rfind("--workers=", 0) == 0 || argument.rfind("--threads=", 0) == 0) continue;
     launch.arguments.push_back(argument);
+    if (!is(argument, "--overwrite") && !is(argument, "--resume"))
+      launch.restart_arguments.push_back(argument);
   }
+  launch.restart_arguments.push_back("--resume");
   int total = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-  int per_worker = std::max(1, total / workers);
-  launch.arguments.push_back("--threads=" + std::to_string(per_worker));
-  spdlog::info("starting {} local workers with {} thread(s) each", workers, per_worker);
-  return launch_local_workers(launch);
+  if (workers > 1 || threads > 0) {
+    int per_worker = std::max(1, total / std::max(1, workers));
+    launch.arguments.push_back("--threads=" + std::to_string(per_worker));
+    launch.restart_arguments.push_back("--threads=" + std::to_string(per_worker));
+    if (workers > 1)
+      spdlog::info("starting {} local workers with {} thread(s) each", workers, per_worker);
+  }
+  launch.position = [expdir] { return training_position(expdir); };
+  launch.log_file = ExperimentLayout{expdir}.log().string();
+  return nabu::launch_workers(launch);
 }
 
 }  // namespace
@@ -43,7 +62,7 @@ int cmd_train(const std::vector<std::string>& args) {
   CommonOptions common;
   TrainingRunOptions run;
   std::string resume, max_steps;
-  int workers = 1;
+  int workers = 1, max_restarts = 0;
   po::options_description description("Options");
   add_common_options(description, common);
   description.add_options()
@@ -63,6 +82,12 @@ int cmd_train(const std::vector<std::string>& args) {
       ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),
        "seconds a distributed worker waits in one collective for the others before it stops\n"
        "with an error")
+      ("max-restarts", po::value(&max_restarts)->default_value(0),
+       "when a worker dies (a crash, a kill, a rank declared dead by the liveness check), stop\n"
+       "the others and start the group again from the last checkpoint, up to N times (each\n"
+       "logged with its cause). With --workers: the local group; in one rank of a job started\n"
+       "by torchrun or srun: this rank (the ranks meet again on MASTER_PORT + the restart's\n"
+       "number). A stop on SIGTERM/SIGUSR1 (exit status 75) is not restarted")
       ("liveness-timeout", po::value(&run.liveness_timeout_seconds)->default_value(20),
        "distributed runs: a rank that stops sending heartbeats, or neither progresses nor\n"
        "computes for this many seconds, ends the run with an error naming it (0 = off)");
@@ -78,7 +103,11 @@ int cmd_train(const std::vector<std::string>& args) {
           "Examples:\n"
           "  nabu train --recipe=recipes/SS/DBLSTM/toy_DC_2spk --expdir=exp/dc\n"
           "  nabu train --expdir=exp/dc --resume\n"
-          "  nabu train --recipe=... --expdir=exp/small --set model.cfg:main:num_units=64",
+          "  nabu train --recipe=... --expdir=exp/small --set model.cfg:main:num_units=64\n"
+          "  nabu train --recipe=... --expdir=exp/dc2 --workers=2 --max-restarts=3\n\n"
+          "Exit status: 0 trained; 1 an error; 75 stopped by SIGTERM or SIGUSR1 (a preemption)\n"
+          "after writing a checkpoint: rerun with --resume (config/computing/slurm.sbatch\n"
+          "requeues the job); 130 stopped by Ctrl-C after writing a checkpoint.",
           args, description))
     return 0;
   require(common.expdir, "expdir", "train");
@@ -86,10 +115,13 @@ int cmd_train(const std::vector<std::string>& args) {
   if (workers < 1) throw Error("--workers must be at least 1");
   if (run.dist_timeout_seconds < 1) throw Error("--dist-timeout must be at least 1 second");
   if (run.liveness_timeout_seconds < 0) throw Error("--liveness-timeout must not be negative");
-  if (workers > 1) {
-    if (DistributedEnvironment::from_environment().distributed())
+  if (max_restarts < 0) throw Error("--max-restarts must not be negative");
+  if (workers > 1 || max_restarts > 0) {
+    const bool job_rank = DistributedEnvironment::from_environment().distributed();
+    if (job_rank && workers > 1)
       throw Error("--workers cannot be used in a process started with WORLD_SIZE > 1");
-    return launch_workers(args, workers, common.threads);
+    return run_in_workers(args, job_rank ? 0 : workers, common.threads, max_restarts,
+                          common.expdir);
   }
   run.resume = !resume.empty() && parse_flag(resume, "resume");
   if (!run.resume) require(common.recipe, "recipe", "train");

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <limits>
 #include <thread>
@@ -11,6 +12,7 @@
 
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
+#include "nabu/core/interrupted.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/trainers/learning_rate.h"
@@ -66,6 +68,15 @@ int64_t test_hang_step(int rank) {
   return std::atoll(step);
 }
 
+// Fault injection for tests/unit/test_faults.cpp: NABU_TEST_ABORT_AT_STEP=N makes rank
+// NABU_TEST_HANG_RANK (default 0) abort (SIGABRT, as a crash) before update N of every run.
+int64_t test_abort_step(int rank) {
+  const char* step = std::getenv("NABU_TEST_ABORT_AT_STEP");
+  const char* abort_rank = std::getenv("NABU_TEST_HANG_RANK");
+  if (!step || (abort_rank ? std::atoi(abort_rank) : 0) != rank) return -1;
+  return std::atoll(step);
+}
+
 // Fault injection for tests/unit/test_devices.cpp: NABU_TEST_INF_GRADIENT_AT_STEP=N puts an
 // infinity into a gradient of update N, as an fp16 overflow would.
 int64_t test_inf_step() {
@@ -80,7 +91,8 @@ MultiTaskTrainer::MultiTaskTrainer(const StageContext& context)
       stage_dir_(context.stage_dir), init_model_(context.init_model),
       communicator_(context.communicator), settings_(context.settings),
       test_hang_step_(test_hang_step(context.communicator.rank())),
-      test_inf_step_(test_inf_step()) {}
+      test_inf_step_(test_inf_step()),
+      test_abort_step_(test_abort_step(context.communicator.rank())) {}
 
 MultiTaskTrainer::~MultiTaskTrainer() = default;
 
@@ -233,13 +245,18 @@ double MultiTaskTrainer::current_learning_rate() const {
 
 void MultiTaskTrainer::all_reduce_sums() {
   auto start = Clock::now();
-  for (auto& task : tasks_) {
-    std::vector<torch::Tensor> buffers{
-        flatten(task->gradients(), task->parameters()),
-        torch::tensor({task->loss_sum(), task->norm_sum()}, torch::kFloat64)};
+  // The signal flag rides with the first task's sums: no collective of its own.
+  const double signalled = interrupt_requested ? 1 : 0;
+  for (std::size_t t = 0; t < tasks_.size(); ++t) {
+    auto& task = tasks_[t];
+    std::vector<double> sums{task->loss_sum(), task->norm_sum()};
+    if (t == 0) sums.push_back(signalled);
+    std::vector<torch::Tensor> buffers{flatten(task->gradients(), task->parameters()),
+                                       torch::tensor(sums, torch::kFloat64)};
     communicator_.all_reduce_sum(buffers);
     unflatten(buffers[0], task->gradients(), task->parameters());
     task->set_sums(buffers[1][0].item<double>(), buffers[1][1].item<double>());
+    if (t == 0) interrupt_agreed_ = buffers[1][2].item<double>() > 0;
   }
   last_allreduce_seconds_ = seconds_since(start);
 }
@@ -494,14 +511,26 @@ bool MultiTaskTrainer::resume() {
 }
 
 void MultiTaskTrainer::stop_if_interrupted() {
-  if (!interrupt_requested) return;
-  std::string step = std::to_string(state_.step);
-  if (!communicator_.is_chief())
-    throw Error("interrupted at step " + step + "; rank 0 writes the checkpoint; continue with "
-                "--resume");
-  save(layout().latest(), false);
-  throw Error("interrupted at step " + step + "; checkpoint written to " +
-              layout().latest().string() + "; continue with --resume");
+  // One process reads its own flag; ranks read the flag they all-reduced with the last update,
+  // so they all stop after the same one (a signal that came later is seen after the next).
+  const bool stop = communicator_.world_size() > 1 ? interrupt_agreed_ : interrupt_requested != 0;
+  if (!stop) return;
+  const int signal_number = interrupt_requested;
+  const std::string cause = signal_number == SIGINT    ? "SIGINT"
+                            : signal_number == SIGTERM ? "SIGTERM"
+                            : signal_number == SIGUSR1 ? "SIGUSR1"
+                                                       : "a signal to another rank";
+  const int status = signal_number == SIGINT ? kExitInterrupted : kExitPreempted;
+  // A signal during the write only sets the flag again; the write is atomic either way.
+  if (communicator_.is_chief()) save(layout().latest(), false);
+  communicator_.barrier();  // every rank leaves once the checkpoint is there
+  std::string message = fmt::format(
+      "stopped by {} after step {} of stage {}: {}; rerun the command with --resume to continue",
+      cause, state_.step, stage_.segment_length,
+      communicator_.is_chief() ? "checkpoint written to " + layout().latest().string()
+                               : std::string("rank 0 wrote the checkpoint"));
+  spdlog::warn("{} (exit status {})", message, status);
+  throw Interrupted(message, status);
 }
 
 void MultiTaskTrainer::after_update() {
@@ -555,12 +584,14 @@ StageResult MultiTaskTrainer::run() {
 
   // Every "when" is the schedule's (docs/trainer.md, "Schedule").
   while (!finished) {
+    // Before a due validation: a preempted run has seconds; the resumed run validates first.
+    stop_if_interrupted();
     if (schedule_->validate_now(state_) && !validate()) break;
     if (auto reason = schedule_->stop_reason(state_)) {
       stop_reason_ = *reason;
       break;
     }
-    stop_if_interrupted();
+    if (state_.step + 1 == test_abort_step_) std::abort();
     if (state_.step == test_hang_step_)
       while (true) std::this_thread::sleep_for(std::chrono::seconds(60));
     if (schedule_->profile_starts(state_.step + 1)) profiler_->start();

@@ -48,11 +48,13 @@ class MultiTaskTrainer : public StageTrainer {
   bool gradients_finite();
   // What follows an update: its report, and whatever the schedule says is due.
   void after_update();
-  // Ctrl-C/SIGTERM: the chief writes a checkpoint; every rank stops with an error.
+  // A signal (interrupt_requested) on any rank: the chief writes a checkpoint and every rank
+  // throws Interrupted, all after the same update.
   void stop_if_interrupted();
   // The best validated model becomes the stage's model; the result for val_sum.json.
   StageResult finish();
-  // Sums every task's gradients, loss and norm over the ranks.
+  // Sums every task's gradients, loss and norm over the ranks, and whether a rank was signalled
+  // (interrupt_agreed_).
   void all_reduce_sums();
   // Validates and applies the policy; returns false when training must stop.
   bool validate();
@@ -104,8 +106,12 @@ class MultiTaskTrainer : public StageTrainer {
   std::string stop_reason_;
   double last_step_seconds_ = 0;
   double last_allreduce_seconds_ = 0;  // of the last update (0 with one process)
-  int64_t test_hang_step_ = -1;  // fault injection (tests only), see the .cpp
-  int64_t test_inf_step_ = -1;   // the same
+  // Distributed: a rank had been signalled when the last update's sums were all-reduced, so
+  // every rank stops after the same update.
+  bool interrupt_agreed_ = false;
+  int64_t test_hang_step_ = -1;   // fault injection (tests only), see the .cpp
+  int64_t test_inf_step_ = -1;    // the same
+  int64_t test_abort_step_ = -1;  // the same
 };
 
 }  // namespace nabu

@@ -55,7 +55,9 @@ using StageTrainerPtr = std::unique_ptr<StageTrainer>;
 using TrainerRegistry = Registry<StageTrainerPtr, const StageContext&>;
 TrainerRegistry& trainer_registry();
 
-// Set by SIGINT/SIGTERM: the trainer writes a checkpoint and stops cleanly.
+// The signal that asked the training to stop (SIGINT, SIGTERM, SIGUSR1; 0: none): at the next
+// update boundary, which every rank of a distributed run agrees on, the chief writes a checkpoint
+// and every rank stops with Interrupted (kExitInterrupted for SIGINT, else kExitPreempted).
 extern volatile std::sig_atomic_t interrupt_requested;
 
 }  // namespace nabu

@@ -1,6 +1,8 @@
 #include "nabu/neuralnetworks/trainers/training_run.h"
 
+#include <algorithm>
 #include <csignal>
+#include <functional>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -23,7 +25,10 @@ namespace nabu {
 
 namespace {
 
-void on_interrupt(int) { interrupt_requested = 1; }
+void on_interrupt(int signal_number) {
+  // The first signal names the stop; later ones (a scheduler repeating SIGTERM) change nothing.
+  if (!interrupt_requested) interrupt_requested = signal_number;
+}
 
 bool has_training(const fs::path& expdir) {
   std::error_code ec;
@@ -127,6 +132,32 @@ Recipe prepare_experiment(const TrainingRunOptions& run) {
 
 }  // namespace
 
+std::string training_position(const fs::path& expdir) {
+  // The stages' metrics, newest first; a stage that has not logged an update yet is skipped.
+  std::vector<std::pair<fs::file_time_type, fs::path>> stages;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(expdir, ec)) {
+    fs::path metrics = StageLayout{entry.path()}.metrics();
+    auto time = fs::last_write_time(metrics, ec);
+    if (!ec) stages.emplace_back(time, metrics);
+  }
+  std::sort(stages.begin(), stages.end(), std::greater<>());
+  for (const auto& [time, metrics] : stages) {
+    std::string last;
+    for (const auto& line : split(read_file(metrics), '\n'))
+      if (line.find("\"type\":\"train\"") != std::string::npos) last = line;
+    try {
+      if (!last.empty())
+        return "after update " +
+               std::to_string(nlohmann::json::parse(last).at("step").get<int64_t>()) +
+               " of stage " + metrics.parent_path().filename().string();
+    } catch (const nlohmann::json::exception&) {
+      // A line cut short by the crash: the stage before tells.
+    }
+  }
+  return "";
+}
+
 std::vector<int64_t> parse_max_steps(const std::string& text) {
   std::vector<int64_t> values;
   for (const auto& field : split(text, ',')) {
@@ -174,6 +205,7 @@ void run_training(const TrainingRunOptions& requested) {
   if (run.resume) torch::manual_seed(run.seed);
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
+  std::signal(SIGUSR1, on_interrupt);  // Slurm's warning before the time limit (--signal=USR1@90)
   // warn_only: LibTorch flags a few ops (max_unpool2d of encoder_decoder_cnn) as nondeterministic
   // for CUDA's sake; their CPU kernels write each output once, so they stay reproducible here.
   if (run.deterministic) torch::globalContext().setDeterministicAlgorithms(true, true);

@@ -27,6 +27,10 @@ struct TrainingRunOptions {
 
 void run_training(const TrainingRunOptions& options);
 
+// Where the training in `expdir` is: "after update 12 of stage 100" from the newest stage's
+// metrics.jsonl; empty when nothing was trained yet. For the messages of --max-restarts.
+std::string training_position(const std::filesystem::path& expdir);
+
 // Parses --max-steps: "N" or "N1,N2,..." (integers >= -1); throws Error naming the option.
 std::vector<int64_t> parse_max_steps(const std::string& text);
 
