@@ -2,6 +2,8 @@
 // statuses that tell job scripts so.
 #pragma once
 
+#include <string.h>
+
 #include <string>
 
 #include "nabu/core/error.h"
@@ -23,5 +25,11 @@ class Interrupted : public Error {
 constexpr int kExitPreempted = 75;
 // Ctrl-C (SIGINT): the shell's 128 + 2.
 constexpr int kExitInterrupted = 130;
+
+// "SIGTERM" for the messages of a stop; "signal N" for a number glibc does not name.
+inline std::string signal_name(int signal_number) {
+  const char* name = sigabbrev_np(signal_number);
+  return name ? std::string("SIG") + name : "signal " + std::to_string(signal_number);
+}
 
 }  // namespace nabu

@@ -61,9 +61,7 @@ struct GroupEnd {
 
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
-  const char* name = sigabbrev_np(WTERMSIG(status));
-  return std::string("killed by ") + (name ? std::string("SIG") + name
-                                           : "signal " + std::to_string(WTERMSIG(status)));
+  return "killed by " + signal_name(WTERMSIG(status));
 }
 
 pid_t start_worker(const LaunchOptions& options, const std::vector<std::string>& arguments,

@@ -22,8 +22,8 @@ struct LaunchOptions {
   // After a failure, before SIGKILL: only the chief writes checkpoints, and it writes them
   // atomically, so the others need no time; a stopped (SIGSTOP) worker ignores SIGTERM anyway.
   int grace_seconds = 3;
-  // Where the training was when a worker failed ("stage 100, step 12"; empty: it had not
-  // trained yet): restarts name it, and a crash that repeats there is told as such.
+  // Where the training was when a worker failed ("after update 12 of stage 100"; empty: it had
+  // not trained yet): restarts name it, and a crash that repeats there is told as such.
   std::function<std::string()> position;
   // Restarts are also logged here (the experiment's run.log); empty: the console only.
   std::string log_file;

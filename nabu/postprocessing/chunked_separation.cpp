@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -11,6 +10,7 @@
 
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
+#include "nabu/core/interrupted.h"
 #include "nabu/processing/audio_stream.h"
 
 namespace nabu {
@@ -228,10 +228,7 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   auto stop_if_interrupted = [&] {
     if (int signal_number = options.interrupted ? options.interrupted() : 0)
       throw SeparationInterrupted(
-          input.string() + ": interrupted by " +
-              (signal_number == SIGINT    ? std::string("SIGINT")
-               : signal_number == SIGTERM ? std::string("SIGTERM")
-                                          : "signal " + std::to_string(signal_number)) +
+          input.string() + ": interrupted by " + signal_name(signal_number) +
               "; its outputs were not written",
           signal_number);
   };

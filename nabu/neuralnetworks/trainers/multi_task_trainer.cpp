@@ -516,10 +516,7 @@ void MultiTaskTrainer::stop_if_interrupted() {
   const bool stop = communicator_.world_size() > 1 ? interrupt_agreed_ : interrupt_requested != 0;
   if (!stop) return;
   const int signal_number = interrupt_requested;
-  const std::string cause = signal_number == SIGINT    ? "SIGINT"
-                            : signal_number == SIGTERM ? "SIGTERM"
-                            : signal_number == SIGUSR1 ? "SIGUSR1"
-                                                       : "a signal to another rank";
+  const std::string cause = signal_number ? signal_name(signal_number) : "a signal to another rank";
   const int status = signal_number == SIGINT ? kExitInterrupted : kExitPreempted;
   // A signal during the write only sets the flag again; the write is atomic either way.
   if (communicator_.is_chief()) save(layout().latest(), false);
