@@ -15,6 +15,7 @@
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
+#include "nabu/core/progress.h"
 #include "nabu/core/strings.h"
 #include "nabu/processing/database_section.h"
 #include "nabu/processing/processor.h"
@@ -134,25 +135,6 @@ struct ProcessedUtterance {
   int sample_rate = 0;
 };
 
-class ProgressReporter {
- public:
-  ProgressReporter(std::string what, std::size_t total) : what_(std::move(what)), total_(total) {}
-  void update(std::size_t done) {
-    double elapsed = seconds_since(start_);
-    if (done < total_ && elapsed - last_ < 5.0) return;
-    last_ = elapsed;
-    double rate = done / std::max(elapsed, 1e-9);
-    spdlog::info("{}: {}/{} utterances ({:.0f}%), {:.1f} utt/s, ETA {:.0f} s", what_, done, total_,
-                 100.0 * done / std::max<std::size_t>(total_, 1), rate,
-                 rate > 0 ? (total_ - done) / rate : 0.0);
-  }
-
- private:
-  std::string what_;
-  std::size_t total_;
-  Clock::time_point start_ = Clock::now();
-  double last_ = 0;
-};
 
 }  // namespace
 

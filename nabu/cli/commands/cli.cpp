@@ -161,6 +161,7 @@ void print_usage() {
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> table = {
+      {"prepare", cmd_prepare, "write a recipe's lists for LibriMix, WHAM!/WHAMR! or wsj0-mix"},
       {"data", cmd_data, "prepare features and targets of a recipe into HDF5 stores"},
       {"train", cmd_train, "train the models of a recipe (segment-length curriculum)"},
       {"test", cmd_test, "test loss, reconstruction of separated signals and scoring"},

@@ -78,6 +78,7 @@ struct CommandInfo {
 };
 const std::vector<CommandInfo>& commands();
 
+int cmd_prepare(const std::vector<std::string>& args);
 int cmd_data(const std::vector<std::string>& args);
 int cmd_train(const std::vector<std::string>& args);
 int cmd_test(const std::vector<std::string>& args);

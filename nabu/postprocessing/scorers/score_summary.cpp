@@ -107,16 +107,21 @@ void ScoreSummary::add(const std::string& utterance, const UtteranceScore& score
     entry.genders.push_back(found->second[s].second);
   }
   // scorer.py: all 'M' -> all_m and same_gen; all 'F' -> all_f and same_gen; else diff_gen.
+  // A speaker of unknown gender ('?' from nabu prepare without --speaker-genders) puts the
+  // mixture in none of them.
   auto all_are = [&](const char* gender) {
     return std::all_of(entry.genders.begin(), entry.genders.end(),
                        [&](const std::string& g) { return g == gender; });
   };
+  const bool all_known =
+      std::all_of(entry.genders.begin(), entry.genders.end(),
+                  [](const std::string& g) { return g == "M" || g == "F"; });
   for (const auto& type : mix_types()) entry.mix_type[type] = false;
   if (all_are("M")) {
     entry.mix_type["all_m"] = entry.mix_type["same_gen"] = true;
   } else if (all_are("F")) {
     entry.mix_type["all_f"] = entry.mix_type["same_gen"] = true;
-  } else {
+  } else if (all_known) {
     entry.mix_type["diff_gen"] = true;
   }
   results_[utterance] = std::move(entry);
