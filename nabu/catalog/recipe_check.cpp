@@ -12,6 +12,7 @@
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/evaluation_run.h"
+#include "nabu/postprocessing/speaker_verification.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/processor.h"
@@ -26,8 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The shipped recipes read lists that tools/ generate (data/README.md): a missing one under
-// data/corpus or data/recorded names the tool that makes it.
+// The shipped recipes read lists that tools/ generate (data/README.md) or nabu prepare writes
+// (docs/corpora.md): a missing one under data/corpus, data/recorded or data/<corpus> names the
+// tool that makes it.
 std::string generation_hint(const std::string& file) {
   std::vector<std::string> parts;
   for (const auto& part : fs::path(file).lexically_normal()) parts.push_back(part.string());
@@ -35,6 +37,13 @@ std::string generation_hint(const std::string& file) {
     if (parts[i] != "data") continue;
     if (parts[i + 1] == "recorded")
       return " (generate the recorded test set first: tools/make_recorded_eval_set)";
+    // The lists nabu prepare writes for a standard corpus (docs/corpora.md).
+    static const std::vector<std::pair<std::string, std::string>> corpora{
+        {"Libri", "librimix"}, {"WHAM", "wham"}, {"wsj0-", "wsj0-mix"}};
+    for (const auto& [prefix, kind] : corpora)
+      if (parts[i + 1].rfind(prefix, 0) == 0)
+        return " (write the corpus's lists first: nabu prepare " + kind +
+               " <corpus root>, docs/corpora.md)";
     if (parts[i + 1] != "corpus") continue;
     bool babble = i + 2 < parts.size() && parts[i + 2].find("_babble") != std::string::npos;
     return babble ? " (generate the corpus first: tools/make_toy_corpus, then "
@@ -230,6 +239,12 @@ class RecipeChecker {
       check_task(*section, TaskRole::kTest, evaluator);
       if (std::string message = unsupported_output_handling(*section); !message.empty()) {
         problem(message);
+        continue;
+      }
+      if (is_speaker_verification_task(*section)) {
+        // Speaker vectors scored in trials (postprocessing/speaker_verification.h).
+        for (const auto& message : check_speaker_verification_task(recipe_, task, tasks))
+          problem(message);
         continue;
       }
       if (is_recognition_task(recipe_, task)) {

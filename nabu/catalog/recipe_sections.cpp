@@ -61,6 +61,12 @@ Uses sections_used_by_tasks(const Recipe& recipe) {
     const ConfigSection& evaluator = test->section("evaluator");
     for (const auto& task : evaluator.get_list("tasks", {})) {
       add_task(uses, *test, test->section(task), TaskRole::kTest, &evaluator);
+      const ConfigSection* section = test->find_section(task);
+      if (section && section->get_string("output_handling_type", "") == "speaker_verification") {
+        // The handler's used bins; the scorers' speaker lists are read as they are.
+        add_references(uses, recipe.find("speaker_verification_handler.cfg"), task, {"usedbins"});
+        continue;
+      }
       add_references(uses, recipe.find("reconstructor.cfg"), task, {"org_mix", "usedbins"});
       add_references(uses, recipe.find("scorer.cfg"), task, {"org_src", "base", "spkinfo", "noise"});
     }

@@ -17,6 +17,7 @@
 #include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/separation.h"
+#include "nabu/postprocessing/speaker_verification.h"
 
 namespace nabu {
 
@@ -60,8 +61,10 @@ ScoringData make_scoring(const Recipe& recipe, const std::string& task) {
   return scoring;
 }
 
-void score(ScoringData& scoring, const Separation& separation) {
-  if (scoring.scorers.empty()) return;
+// The scores of each scorer (in scoring.scorers' order), also added to their summaries.
+std::vector<UtteranceScore> score(ScoringData& scoring, const Separation& separation) {
+  std::vector<UtteranceScore> scores;
+  if (scoring.scorers.empty()) return scores;
   auto references = scoring.sources->read(separation.utterance);
   auto mixture = scoring.mixture->read(separation.utterance).reshape({-1});
   int64_t length = std::min({references.size(1), mixture.size(0), separation.signals.size(1)});
@@ -74,9 +77,11 @@ void score(ScoringData& scoring, const Separation& separation) {
   references = references.slice(1, 0, length);
   mixture = mixture.slice(0, 0, length);
   auto estimates = separation.signals.slice(1, 0, length);
-  for (std::size_t i = 0; i < scoring.scorers.size(); ++i)
-    scoring.summaries[i].add(separation.utterance,
-                             scoring.scorers[i]->evaluate(references, estimates, mixture, noise));
+  for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
+    scores.push_back(scoring.scorers[i]->evaluate(references, estimates, mixture, noise));
+    scoring.summaries[i].add(separation.utterance, scores.back());
+  }
+  return scores;
 }
 
 // The test mixture of `whole` separated from its audio in chunks, each signal normalised to
@@ -114,10 +119,10 @@ void remove_abandoned_stagings(const fs::path& folder) {
 
 std::string unsupported_output_handling(const ConfigSection& task) {
   std::string handling = task.get_string("output_handling_type", "reconstructor");
-  if (handling == "reconstructor") return "";
+  if (handling == "reconstructor" || handling == "speaker_verification") return "";
   return task.where("output_handling_type") + ": [" + task.name() + "] output_handling_type = " +
-         handling + " is not built (only reconstructor: separated and scored signals); leave the "
-         "task out of [evaluator] tasks, e.g. --set 'test_evaluator.cfg:evaluator:tasks=...'";
+         handling + " is not known (reconstructor: separated and scored signals; "
+         "speaker_verification: speaker vectors scored in trials)";
 }
 
 std::string test_folder_name(const TestRunOptions& options) {
@@ -148,12 +153,26 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
   const fs::path testdir = staged.temporary();
   ensure_directory(testdir);
   nlohmann::json losses = nlohmann::json::object();
+  // Masks and permutations of the separated tasks that speaker-verification tasks read.
+  const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
+  std::map<std::string, SeparatedTaskRecord> separated;
   for (const auto& task : tasks) {
     if (!test_cfg.has_section(task))
       throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
                         did_you_mean(task, test_cfg.section_names()));
     if (std::string problem = unsupported_output_handling(test_cfg.section(task)); !problem.empty())
       throw ConfigError(problem);
+    if (is_speaker_verification_task(test_cfg.section(task))) {
+      if (options.chunk_seconds > 0)
+        throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
+                    " is a speaker_verification task");
+      auto loss = run_speaker_verification_test(recipe, separator, task, testdir,
+                                                options.max_utterances, options.seed, separated,
+                                                options.on_summary);
+      losses[task] = loss.value();
+      write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
+      continue;
+    }
     if (is_recognition_task(recipe, task)) {
       if (options.chunk_seconds > 0)
         throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
@@ -170,6 +189,8 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     const fs::path final_wav_dir = final_testdir / "reconstructions" / task;
     std::string pointers;
     int64_t done = 0;
+    SeparatedTaskRecord* record = nullptr;
+    if (std::count(read_for_masks.begin(), read_for_masks.end(), task)) record = &separated[task];
     auto loss = run->evaluate(options.max_utterances, [&](const Separation& whole) {
       Separation separation = whole;
       if (options.chunk_seconds > 0) separation.signals = separate_in_chunks(*run, whole, options);
@@ -180,7 +201,16 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
         paths.push_back((final_wav_dir / relative).string());
       }
       pointers += separation.utterance + " " + join(paths, " ") + "\n";
-      score(scoring, separation);
+      auto scores = score(scoring, separation);
+      if (record) {
+        if (separation.masks.defined())
+          record->masks[separation.utterance] = separation.masks.to(torch::kHalf);
+        for (std::size_t i = 0; i < scores.size(); ++i) {
+          auto perm = scores[i].permutation.find("SS");
+          if (perm != scores[i].permutation.end())
+            record->permutations[scoring.scorers[i]->type()][separation.utterance] = perm->second;
+        }
+      }
       ++done;
     });
     write_file_atomic(wav_dir / "pointers.scp", pointers);

@@ -28,12 +28,13 @@ struct TestRunOptions {
   double chunk_seconds = 0;
   double overlap_seconds = 1.0;
   c10::Device device{c10::kCPU};  // where the models compute (--device)
+  uint64_t seed = 1234;  // speaker-verification trials are drawn from it (--seed)
   // Receives each score table (per task and scorer) as soon as it is known.
   std::function<void(const std::string&)> on_summary;
 };
 
-// The problem with a test task section whose output_handling_type is not `reconstructor` (the
-// original's speaker_verification is not built), naming file:line; empty when it is supported.
+// The problem with a test task section whose output_handling_type is neither `reconstructor`
+// nor `speaker_verification`, naming file:line; empty when it is supported.
 std::string unsupported_output_handling(const ConfigSection& task);
 
 // The results folder of `options` under the experiment: test, then _avg, _chunks_<S>s and

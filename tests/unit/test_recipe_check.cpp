@@ -61,17 +61,29 @@ TEST(RecipeCheck, EveryComponentCheckerNamesFileAndLine) {
   EXPECT_EQ(problems.size(), 4u) << joined(problems);
 }
 
-// The original's speaker_verification output handling (DANet-Drude2018 test tasks) is not built:
-// one problem naming the key's line, instead of missing reconstructor/scorer sections.
-TEST(RecipeCheck, UnbuiltOutputHandlingIsOneProblem) {
+// A speaker_verification test task (DANet-Drude2018's task_sr*) needs its handler section; an
+// unknown output_handling_type is one problem naming the key's line.
+TEST(RecipeCheck, OutputHandlingProblemsAreOneLineEach) {
   TempDir dir;
   auto recipe = copy_fixture(
       dir, {{"test_evaluator.cfg",
              {"[task_2spk]\n", "[task_2spk]\noutput_handling_type = speaker_verification\n"}}});
   auto report = check_recipe(recipe, {});
+  ASSERT_EQ(report.problems.size(), 2u) << joined(report.problems);
+  EXPECT_TRUE(has_line(report.problems, "[task_2spk] is a speaker_verification task",
+                       "no speaker_verification_handler.cfg"))
+      << joined(report.problems);
+  EXPECT_TRUE(has_line(report.problems, "[task_2spk] is scored by speaker_verification_scorer.cfg",
+                       "which the recipe lacks"))
+      << joined(report.problems);
+  TempDir other;
+  recipe = copy_fixture(
+      other, {{"test_evaluator.cfg",
+               {"[task_2spk]\n", "[task_2spk]\noutput_handling_type = speaker_verifcation\n"}}});
+  report = check_recipe(recipe, {});
   ASSERT_EQ(report.problems.size(), 1u) << joined(report.problems);
   EXPECT_TRUE(has_line(report.problems, "test_evaluator.cfg:",
-                       "[task_2spk] output_handling_type = speaker_verification is not built"))
+                       "output_handling_type = speaker_verifcation is not known"))
       << joined(report.problems);
 }
 
@@ -168,6 +180,15 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
                             "tools/make_toy_corpus)"),
             std::string::npos)
       << asr.output;
+  auto librimix = check("SS/LibriMix/Libri2Mix_ConvTasNet");
+  EXPECT_NE(librimix.output.find("train-360/mix_clean_wav.scp' does not exist (write the "
+                                 "corpus's lists first: nabu prepare librimix <corpus root>"),
+            std::string::npos)
+      << librimix.output;
+  auto wham = check("SS/WHAM/WHAM_ConvTasNet_noisy");
+  EXPECT_NE(wham.output.find("(write the corpus's lists first: nabu prepare wham"),
+            std::string::npos)
+      << wham.output;
 }
 
 // `nabu check` runs the builder's own graph rules (ModelGraph::check) instead of a copy of them:

@@ -56,6 +56,7 @@ int cmd_test(const std::vector<std::string>& args) {
   check_task_flag(recipe, options.task);
   if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
   options.device = resolve_device(device, "--device");
+  options.seed = common.seed;
   log_to_file(ExperimentLayout{expdir}.log());
   options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
   run_test(recipe, expdir, options);
