@@ -65,6 +65,18 @@ class Problems {
     }
   }
   std::size_t size() const { return order_.size(); }
+  // Forgets the problems of every place under `prefix` (a whole tree summed up in one line).
+  void remove_under(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::pair<std::string, std::string>> kept;
+    for (const auto& key : order_) {
+      if (key.first == prefix || starts_with(key.first, prefix + "/"))
+        entries_.erase(key);
+      else
+        kept.push_back(key);
+    }
+    order_ = std::move(kept);
+  }
   void report() const {
     for (const auto& key : order_) {
       const Entry& entry = entries_.at(key);
@@ -107,6 +119,21 @@ struct Variant {
   int sample_rate = 0, sources = 0;
   fs::path dir;
   std::vector<Split> splits;
+};
+
+// The rates of a variant's files: a tree of another rate in the wrong folder is one problem.
+struct RateTally {
+  std::mutex mutex;
+  std::size_t files = 0, wrong = 0;
+  std::set<int> wrong_rates;
+  void add(int rate, int expected) {
+    std::lock_guard<std::mutex> lock(mutex);
+    ++files;
+    if (rate != expected) {
+      ++wrong;
+      wrong_rates.insert(rate);
+    }
+  }
 };
 
 bool is_mixture_folder(const std::string& name) { return starts_with(name, "mix"); }
@@ -309,7 +336,7 @@ Split scan_split(const std::string& name, const fs::path& dir, const fs::path& r
 void check_split_files(Split& split, const Variant& variant, const fs::path& root,
                        const std::map<std::string, std::map<std::string, int64_t>>& metadata,
                        int workers, Problems& problems, ProgressReporter& progress,
-                       std::atomic<std::size_t>& done) {
+                       std::atomic<std::size_t>& done, RateTally& rates) {
   const std::string where = relative_name(split.dir, root);
   std::vector<int64_t> frames(split.utterances.size(), -1);
   std::atomic<std::size_t> next{0};
@@ -336,6 +363,7 @@ void check_split_files(Split& split, const Variant& variant, const fs::path& roo
           problems.add(place, "unreadable or not a wav file", error.what());
           continue;
         }
+        rates.add(header.sample_rate, variant.sample_rate);
         if (header.sample_rate != variant.sample_rate)
           problems.add(place,
                        std::to_string(header.sample_rate) + " Hz under " + variant.rate_folder +
@@ -593,6 +621,7 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
   ProgressReporter progress("prepare: checking " + clean_root.string(), total_files, "files");
   std::atomic<std::size_t> done{0};
   for (auto& variant : variants) {
+    RateTally rates;
     for (auto& split : variant.splits) {
       std::map<std::string, std::map<std::string, int64_t>> metadata;
       if (kind.name == "librimix")
@@ -608,7 +637,8 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
                            "listed in metadata/" + csv.filename().string() + " but missing",
                            utterance + ".wav");
         }
-      check_split_files(split, variant, clean_root, metadata, workers, problems, progress, done);
+      check_split_files(split, variant, clean_root, metadata, workers, problems, progress, done,
+                        rates);
       for (const auto& utterance : split.utterances) {
         auto speakers = speakers_of(kind.name, utterance, variant.sources);
         if (speakers.empty() && variant.sources > 0)
@@ -618,6 +648,16 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
                        utterance);
         split.speakers[utterance] = std::move(speakers);
       }
+    }
+    if (rates.files > 0 && rates.wrong == rates.files && rates.wrong_rates.size() == 1) {
+      // Every file at one other rate: a tree put in the wrong folder, whatever else follows.
+      const int rate = *rates.wrong_rates.begin();
+      const std::string where = relative_name(variant.dir, clean_root);
+      problems.remove_under(where);
+      problems.add(where, "every file is " + std::to_string(rate) + " Hz, not the " +
+                              std::to_string(variant.sample_rate) + " Hz of " +
+                              variant.rate_folder + " (a wav" + std::to_string(rate / 1000) +
+                              "k tree in the " + variant.rate_folder + " folder?)");
     }
   }
   progress.update(total_files);

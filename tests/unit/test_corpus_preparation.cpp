@@ -158,11 +158,21 @@ TEST(PrepareCorpus, BadTreesGiveOneLineEachAndWriteNothing) {
   result = run_nabu("prepare librimix " + (dir / "rate" / "Libri2Mix").string() + " --out " +
                     nabu_out.string());
   EXPECT_NE(result.exit_code, 0);
-  EXPECT_NE(result.output.find("Libri2Mix/wav8k/min/dev/s2: 16000 Hz under wav8k (expected "
-                               "8000) (2 files, first: "),
+  EXPECT_NE(result.output.find("Libri2Mix/wav8k/min: every file is 16000 Hz, not the 8000 Hz of "
+                               "wav8k (a wav16k tree in the wav8k folder?)"),
             std::string::npos)
       << result.output;
-  EXPECT_NE(result.output.find("15 problem(s), listed above; nothing written"), std::string::npos)
+  EXPECT_NE(result.output.find("1 problem(s), listed above; nothing written"), std::string::npos)
+      << result.output;
+  // One file at another rate is named with its folder.
+  const fs::path odd = make_librimix(dir / "odd");
+  const fs::path odd_file = odd / "wav8k" / "min" / "dev" / "s2" / "102-5-0000_202-7-0010.wav";
+  fs::remove(odd_file);
+  write_pcm16_wav(odd_file, tone(800, 3), 16000);
+  result = run_nabu("prepare librimix " + odd.string() + " --out " + nabu_out.string());
+  EXPECT_NE(result.output.find("Libri2Mix/wav8k/min/dev/s2: 16000 Hz under wav8k (expected "
+                               "8000) (102-5-0000_202-7-0010.wav)"),
+            std::string::npos)
       << result.output;
   EXPECT_FALSE(fs::exists(nabu_out / "Libri2Mix"));
 
