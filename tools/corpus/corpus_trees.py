@@ -38,6 +38,18 @@ def _read_set(corpus, split, folder):
     return entries, noise
 
 
+def _noisy_tree_signals(mix_path, source_paths, noise_path):
+    """The folders of a LibriMix or WHAM! mixture from one babble-corpus mixture (s1 + s2 +
+    noise): {folder: int16 samples}, and the rate."""
+    s1, rate = toy_audio.read_wav(source_paths[0])
+    s2, _ = toy_audio.read_wav(source_paths[1])
+    both, _ = toy_audio.read_wav(mix_path)
+    background, _ = toy_audio.read_wav(noise_path)
+    return {"s1": s1, "s2": s2, "noise": background, "mix_both": both,
+            "mix_clean": _clip16(s1.astype(np.int32) + s2),
+            "mix_single": _clip16(s1.astype(np.int32) + background)}, rate
+
+
 def _speaker_codes(corpus):
     """Three-character wsj0-style codes for the corpus's speakers ('fe04' and 'fe09' would both
     be 'fe0' in wsj0's naming)."""
@@ -71,20 +83,14 @@ def make_librimix(corpus, root, per_split=None):
             s1_speaker, s2_speaker = _speakers(name)
             mixture_id = "%s-%d-%04d_%s-%d-%04d" % (s1_speaker, 10 + n % 7, n, s2_speaker,
                                                      20 + n % 5, n)
-            s1, rate = toy_audio.read_wav(source_paths[0])
-            s2, _ = toy_audio.read_wav(source_paths[1])
-            both, _ = toy_audio.read_wav(mix_path)
-            background, _ = toy_audio.read_wav(noise[name])
-            signals = {"s1": s1, "s2": s2, "noise": background, "mix_both": both,
-                       "mix_clean": _clip16(s1.astype(np.int32) + s2),
-                       "mix_single": _clip16(s1.astype(np.int32) + background)}
+            signals, rate = _noisy_tree_signals(mix_path, source_paths, noise[name])
             paths = {}
             for folder, samples in signals.items():
                 directory = os.path.join(base, librimix_split, folder)
                 os.makedirs(directory, exist_ok=True)
                 paths[folder] = os.path.join(directory, mixture_id + ".wav")
                 toy_audio.write_wav(paths[folder], samples, rate)
-            length = len(both)
+            length = len(signals["mix_both"])
             rows["mix_clean"].append([mixture_id, paths["mix_clean"], paths["s1"], paths["s2"],
                                       length])
             rows["mix_both"].append([mixture_id, paths["mix_both"], paths["s1"], paths["s2"],
@@ -120,13 +126,7 @@ def make_wham(corpus, root, per_split=None):
     for split in ("tr", "cv", "tt"):
         entries, noise = _read_set(corpus, split, "2speakers_babble")
         for name, mix_path, source_paths in entries[:per_split]:
-            s1, rate = toy_audio.read_wav(source_paths[0])
-            s2, _ = toy_audio.read_wav(source_paths[1])
-            both, _ = toy_audio.read_wav(mix_path)
-            background, _ = toy_audio.read_wav(noise[name])
-            signals = {"s1": s1, "s2": s2, "noise": background, "mix_both": both,
-                       "mix_clean": _clip16(s1.astype(np.int32) + s2),
-                       "mix_single": _clip16(s1.astype(np.int32) + background)}
+            signals, rate = _noisy_tree_signals(mix_path, source_paths, noise[name])
             for folder, samples in signals.items():
                 directory = os.path.join(base, split, folder)
                 os.makedirs(directory, exist_ok=True)
