@@ -1,3 +1,4 @@
+#!/usr/bin/python3
 """Miniature LibriMix, WHAM! and wsj0-2mix trees made from the generated corpus, in each corpus's
 exact layout: folder names, mixture names (LibriSpeech utterances joined by '_' for LibriMix;
 wsj0 utterances and gains for WHAM! and wsj0-2mix), 16-bit PCM wavs, and LibriMix's metadata
@@ -10,7 +11,10 @@ s1 + s2 + noise: mix_both is that mixture, mix_clean is s1 + s2 and mix_single i
 all as long as their sources, as in LibriMix's and WHAM!'s "min" mode.
 """
 
+import argparse
 import os
+import shutil
+import sys
 
 import numpy as np
 
@@ -159,3 +163,18 @@ def make_all(corpus, root):
     make_wham(corpus, root)
     make_wsj0_mix(corpus, root)
     toy_lists.write_text(os.path.join(root, ".complete"), "librimix wham wsj0-mix\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", required=True, help="the generated corpus (with its babble "
+                        "version, tools/make_noisy_corpus)")
+    parser.add_argument("--root", required=True, help="where the trees go (replaced)")
+    args = parser.parse_args()
+    shutil.rmtree(args.root, ignore_errors=True)
+    make_all(args.corpus, args.root)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
