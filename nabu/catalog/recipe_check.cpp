@@ -245,6 +245,14 @@ class RecipeChecker {
         // Speaker vectors scored in trials (postprocessing/speaker_verification.h).
         for (const auto& message : check_speaker_verification_task(recipe_, task, tasks))
           problem(message);
+        // The database sections they name (a missing section is reported above).
+        const ConfigFile* handlers = recipe_.find("speaker_verification_handler.cfg");
+        if (handlers && handlers->has_section(task))
+          check_references(handlers, task, {"usedbins"});
+        const ConfigFile* verifiers = recipe_.find("speaker_verification_scorer.cfg");
+        for (const auto& name : speaker_verification_scorer_names(*section))
+          if (verifiers && verifiers->has_section(name))
+            check_references(verifiers, name, {"spkinfo"});
         continue;
       }
       if (is_recognition_task(recipe_, task)) {

@@ -5,6 +5,7 @@
 
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/postprocessing/speaker_verification.h"
 
 namespace nabu {
 
@@ -62,7 +63,7 @@ Uses sections_used_by_tasks(const Recipe& recipe) {
     for (const auto& task : evaluator.get_list("tasks", {})) {
       add_task(uses, *test, test->section(task), TaskRole::kTest, &evaluator);
       const ConfigSection* section = test->find_section(task);
-      if (section && section->get_string("output_handling_type", "") == "speaker_verification") {
+      if (section && is_speaker_verification_task(*section)) {
         // The handler's used bins; the scorers' speaker lists are read as they are.
         add_references(uses, recipe.find("speaker_verification_handler.cfg"), task, {"usedbins"});
         continue;

@@ -95,54 +95,61 @@ void SpeakerVerificationScorerOptions::declare(OptionsReader& r) {
   r.require(c_miss > 0 && c_fa > 0, "c_miss", "costs must be positive");
 }
 
-VerificationMetrics verification_metrics(const std::vector<double>& scores,
-                                         const std::vector<bool>& is_target, double p_target,
-                                         double c_miss, double c_fa) {
-  VerificationMetrics metrics;
+std::vector<OperatingPoint> operating_points(const std::vector<double>& scores,
+                                             const std::vector<bool>& is_target) {
   const std::size_t n = scores.size();
-  for (bool target : is_target) (target ? metrics.targets : metrics.nontargets) += 1;
-  if (metrics.targets == 0 || metrics.nontargets == 0)
+  const auto targets = std::count(is_target.begin(), is_target.end(), true);
+  const auto nontargets = static_cast<int64_t>(n) - targets;
+  if (targets == 0 || nontargets == 0)
     throw DataError("speaker verification needs target and non-target trials (" +
-                    std::to_string(metrics.targets) + " and " +
-                    std::to_string(metrics.nontargets) + " here)");
+                    std::to_string(targets) + " and " + std::to_string(nontargets) + " here)");
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     return scores[a] > scores[b];
   });
-  // Operating points: accepting every trial with score >= the i-th highest distinct score.
-  const double norm = std::min(c_miss * p_target, c_fa * (1 - p_target));
+  std::vector<OperatingPoint> points;
   double accepted_targets = 0, accepted_nontargets = 0;
-  double previous_fa = 0, previous_miss = 1;
-  double previous_threshold = scores[order[0]] + 1;  // accepts nothing
-  bool found_eer = false;
-  auto consider = [&](double threshold) {
-    const double fa = accepted_nontargets / metrics.nontargets;
-    const double miss = 1 - accepted_targets / metrics.targets;
-    const double dcf = (c_miss * miss * p_target + c_fa * fa * (1 - p_target)) / norm;
-    if (dcf < metrics.min_dcf) {
-      metrics.min_dcf = dcf;
-      metrics.min_dcf_threshold = threshold;
-    }
-    if (!found_eer && fa >= miss) {
-      // The crossing lies between the previous operating point and this one.
-      const double before = previous_fa - previous_miss, after = fa - miss;
-      const double alpha = after == before ? 0.0 : -before / (after - before);
-      metrics.eer = previous_fa + alpha * (fa - previous_fa);
-      metrics.eer_threshold = alpha < 0.5 ? previous_threshold : threshold;
-      found_eer = true;
-    }
-    previous_fa = fa;
-    previous_miss = miss;
-    previous_threshold = threshold;
-  };
-  metrics.min_dcf = c_miss * p_target / norm;  // accepting nothing
-  metrics.min_dcf_threshold = previous_threshold;
   for (std::size_t i = 0; i < n;) {
     const double threshold = scores[order[i]];
     for (; i < n && scores[order[i]] == threshold; ++i)
       (is_target[order[i]] ? accepted_targets : accepted_nontargets) += 1;
-    consider(threshold);
+    points.push_back({threshold, accepted_nontargets / nontargets,
+                      1 - accepted_targets / targets});
+  }
+  return points;
+}
+
+VerificationMetrics verification_metrics(const std::vector<double>& scores,
+                                         const std::vector<bool>& is_target, double p_target,
+                                         double c_miss, double c_fa) {
+  const auto points = operating_points(scores, is_target);
+  VerificationMetrics metrics;
+  metrics.targets = std::count(is_target.begin(), is_target.end(), true);
+  metrics.nontargets = static_cast<int64_t>(scores.size()) - metrics.targets;
+  const double norm = std::min(c_miss * p_target, c_fa * (1 - p_target));
+  // Accepting nothing: no false alarms, every target missed.
+  OperatingPoint previous{points.front().threshold + 1, 0.0, 1.0};
+  metrics.min_dcf = c_miss * p_target / norm;
+  metrics.min_dcf_threshold = previous.threshold;
+  bool found_eer = false;
+  for (const auto& point : points) {
+    const double dcf =
+        (c_miss * point.miss * p_target + c_fa * point.false_alarm * (1 - p_target)) / norm;
+    if (dcf < metrics.min_dcf) {
+      metrics.min_dcf = dcf;
+      metrics.min_dcf_threshold = point.threshold;
+    }
+    if (!found_eer && point.false_alarm >= point.miss) {
+      // The crossing lies between the previous operating point and this one.
+      const double before = previous.false_alarm - previous.miss;
+      const double after = point.false_alarm - point.miss;
+      const double alpha = after == before ? 0.0 : -before / (after - before);
+      metrics.eer = previous.false_alarm + alpha * (point.false_alarm - previous.false_alarm);
+      metrics.eer_threshold = alpha < 0.5 ? previous.threshold : point.threshold;
+      found_eer = true;
+    }
+    previous = point;
   }
   return metrics;
 }
@@ -220,6 +227,11 @@ bool is_speaker_verification_task(const ConfigSection& task) {
   return task.get_string("output_handling_type", "reconstructor") == "speaker_verification";
 }
 
+std::vector<std::string> speaker_verification_scorer_names(const ConfigSection& task) {
+  return task.has("scorers_names") ? task.get_list("scorers_names")
+                                   : std::vector<std::string>{task.name()};
+}
+
 namespace {
 
 SpeakerVerificationHandlerOptions handler_options(const Recipe& recipe, const std::string& task) {
@@ -233,11 +245,6 @@ SpeakerVerificationHandlerOptions handler_options(const Recipe& recipe, const st
                       "] for the speaker_verification test task" +
                       did_you_mean(task, file->section_names()));
   return read_options<SpeakerVerificationHandlerOptions>(*section, kHandlerFile);
-}
-
-std::vector<std::string> scorer_names(const ConfigSection& task) {
-  return task.has("scorers_names") ? task.get_list("scorers_names")
-                                   : std::vector<std::string>{task.name()};
 }
 
 SpeakerVerificationScorerOptions scorer_options(const Recipe& recipe, const std::string& name,
@@ -397,21 +404,11 @@ std::vector<std::string> check_speaker_verification_task(const Recipe& recipe,
       return false;
     }
   };
-  const ConfigFile* database = recipe.find("database.conf");
-  auto check_section = [&](const ConfigSection& where, const std::string& key,
-                           const std::string& names) {
-    if (!database) return;
-    for (const auto& name : split_whitespace(names))
-      if (!database->has_section(name))
-        problems.push_back(where.where(key) + ": no database.conf section [" + name + "]" +
-                           did_you_mean(name, database->section_names()));
-  };
   const ConfigSection& section = recipe.get("test_evaluator.cfg").section(task);
   SpeakerVerificationHandlerOptions handler;
   if (guard([&] { handler = handler_options(recipe, task); })) {
-    const ConfigSection& handler_section = recipe.get(kHandlerFile).section(task);
     if (handler.type == "attractor_from_embeddings") {
-      check_section(handler_section, "usedbins", handler.usedbins);
+      const ConfigSection& handler_section = recipe.get(kHandlerFile).section(task);
       auto position = std::find(tasks.begin(), tasks.end(), task);
       auto masks = std::find(tasks.begin(), position, handler.task_for_masks);
       if (masks == position)
@@ -420,14 +417,12 @@ std::vector<std::string> check_speaker_verification_task(const Recipe& recipe,
                            "] in [evaluator] tasks (its masks are used)");
     }
   }
-  for (const auto& name : scorer_names(section)) {
+  for (const auto& name : speaker_verification_scorer_names(section)) {
     SpeakerVerificationScorerOptions options;
-    if (guard([&] { options = scorer_options(recipe, name, section); })) {
-      check_section(recipe.get(kScorerFile).section(name), "spkinfo", options.spkinfo);
-      if (!is_none(options.load_trial_list) && !fs::exists(options.load_trial_list))
-        problems.push_back(recipe.get(kScorerFile).section(name).where("load_trial_list") +
-                           ": '" + options.load_trial_list + "' does not exist");
-    }
+    if (guard([&] { options = scorer_options(recipe, name, section); }) &&
+        !is_none(options.load_trial_list) && !fs::exists(options.load_trial_list))
+      problems.push_back(recipe.get(kScorerFile).section(name).where("load_trial_list") + ": '" +
+                         options.load_trial_list + "' does not exist");
   }
   return problems;
 }
@@ -475,7 +470,7 @@ EvaluationResult run_speaker_verification_test(
   spdlog::info("task {}: {} speaker vectors of {} utterances ({})", task,
                vectors.size() * handler.nrs, vectors.size(), handler.type);
 
-  for (const auto& name : scorer_names(section)) {
+  for (const auto& name : speaker_verification_scorer_names(section)) {
     const auto options = scorer_options(recipe, name, section);
     MixtureSpeakers speakers;
     for (const auto& file : recipe.get("database.conf").section(options.spkinfo).get_list("datafiles"))
@@ -549,19 +544,10 @@ EvaluationResult run_speaker_verification_test(
       write_file_atomic(testdir / ("trials_" + name + ".json"), trials_json(trials).dump() + "\n");
     if (options.make_figure) {
       // The detection trade-off per distinct score, as the original's figure shows it.
-      std::vector<std::size_t> order(all_scores.size());
-      std::iota(order.begin(), order.end(), 0);
-      std::sort(order.begin(), order.end(),
-                [&](std::size_t a, std::size_t b) { return all_scores[a] > all_scores[b]; });
       std::string csv = "threshold,false_positive_rate,false_negative_rate\n";
-      double accepted_targets = 0, accepted_nontargets = 0;
-      for (std::size_t i = 0; i < order.size(); ++i) {
-        (all_targets[order[i]] ? accepted_targets : accepted_nontargets) += 1;
-        if (i + 1 < order.size() && all_scores[order[i + 1]] == all_scores[order[i]]) continue;
-        csv += fmt::format("{:.6g},{:.6g},{:.6g}\n", all_scores[order[i]],
-                           accepted_nontargets / metrics.nontargets,
-                           1 - accepted_targets / metrics.targets);
-      }
+      for (const auto& point : operating_points(all_scores, all_targets))
+        csv += fmt::format("{:.6g},{:.6g},{:.6g}\n", point.threshold, point.false_alarm,
+                           point.miss);
       write_file_atomic(testdir / ("det_" + name + ".csv"), csv);
     }
     const std::string line = fmt::format(

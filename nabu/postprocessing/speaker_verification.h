@@ -45,6 +45,15 @@ struct SpeakerVerificationScorerOptions {
   void declare(OptionsReader& r);
 };
 
+// The operating points of trial scores, one per distinct score from the highest: accepting every
+// trial with score >= threshold gives these false-alarm and miss rates. Throws DataError unless
+// there are target and non-target trials.
+struct OperatingPoint {
+  double threshold = 0, false_alarm = 0, miss = 0;
+};
+std::vector<OperatingPoint> operating_points(const std::vector<double>& scores,
+                                             const std::vector<bool>& is_target);
+
 // The equal error rate and the minimum normalised detection cost of trial scores (accept when
 // score >= threshold). The EER is where the miss and false-alarm rates cross, interpolated
 // linearly between the two operating points around the crossing.
@@ -81,12 +90,15 @@ struct SeparatedTaskRecord {
 };
 
 bool is_speaker_verification_task(const ConfigSection& task);
+// The speaker_verification_scorer.cfg sections that score a task: its scorers_names, or its name.
+std::vector<std::string> speaker_verification_scorer_names(const ConfigSection& task);
 // The separated tasks whose masks the speaker-verification tasks among `tasks` read.
 std::vector<std::string> tasks_read_for_masks(const Recipe& recipe,
                                               const std::vector<std::string>& tasks);
 // Every problem of a speaker-verification test task (`nabu check`): its handler and scorer
-// sections and their keys, the database sections they name, a task_for_masks that is tested
-// before it. Each names file:line and key.
+// sections and their keys, a task_for_masks that is tested before it, a trial list that is not
+// there. Each names file:line and key. (That the database sections they name exist is the
+// caller's check, as for reconstructor.cfg and scorer.cfg.)
 std::vector<std::string> check_speaker_verification_task(const Recipe& recipe,
                                                          const std::string& task,
                                                          const std::vector<std::string>& tasks);

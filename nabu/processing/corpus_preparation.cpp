@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -530,35 +531,26 @@ PreparedSplit summarise(const Split& split, const Variant& variant,
 }
 
 // Writes the variant's folder next to its final place and renames it there, so that an earlier
-// preparation is replaced whole or not at all.
+// preparation is replaced whole or not at all (as nabu test replaces its results folder).
 void write_variant(const fs::path& final_dir, const std::vector<Split>& splits,
                    const std::vector<std::map<std::string, std::string>>& lists,
                    const nlohmann::json& report) {
   ensure_directory(final_dir.parent_path());
-  const fs::path staging = temporary_sibling(final_dir);
-  try {
-    for (std::size_t i = 0; i < splits.size(); ++i) {
-      ensure_directory(staging / splits[i].name);
-      for (const auto& [name, text] : lists[i]) write_file(staging / splits[i].name / name, text);
-    }
-    write_file(staging / "prepared.json", report.dump(1) + "\n");
-    std::error_code ec;
-    fs::path previous;
-    if (fs::exists(final_dir, ec)) {
-      previous = temporary_sibling(final_dir);
-      fs::rename(final_dir, previous);
-    }
-    fs::rename(staging, final_dir);
-    if (!previous.empty()) fs::remove_all(previous, ec);
-  } catch (const fs::filesystem_error& error) {
-    std::error_code ec;
-    fs::remove_all(staging, ec);
-    throw Error("cannot write " + final_dir.string() + ": " + error.code().message());
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(staging, ec);
-    throw;
+  AtomicPath staged(final_dir);  // removed unless committed
+  for (std::size_t i = 0; i < splits.size(); ++i) {
+    ensure_directory(staged.temporary() / splits[i].name);
+    for (const auto& [name, text] : lists[i])
+      write_file(staged.temporary() / splits[i].name / name, text);
   }
+  write_file(staged.temporary() / "prepared.json", report.dump(1) + "\n");
+  // The earlier preparation moves aside (removed when `previous` dies), the new one into place.
+  std::optional<AtomicPath> previous;
+  std::error_code ec;
+  if (fs::exists(final_dir, ec)) {
+    previous.emplace(final_dir.string() + ".old");
+    rename_replace(final_dir, previous->temporary());
+  }
+  staged.commit();
 }
 
 }  // namespace
