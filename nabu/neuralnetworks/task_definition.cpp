@@ -32,7 +32,7 @@ std::vector<std::string> fixed_keys(TaskRole role) {
   if (role == TaskRole::kValidation)
     keys.insert(keys.end(), {"validation_metric", "metric_org_mix", "metric_usedbins",
                              "metric_org_src", "metric_references", "metric_utts",
-                             "extra_validation_sets"});
+                             "extra_validation_sets", "validation_segments"});
   if (role == TaskRole::kTest)
     keys.insert(keys.end(), {"scorers_names", "output_handling_type", "postprocessors_names"});
   return keys;
@@ -92,6 +92,14 @@ TaskSpec read_task_spec(const ConfigSection& section, TaskRole role,
     spec.batch_size = pick("batch_size");
     if (spec.batch_size <= 0) section.fail("batch_size", "must be positive");
     if (spec.requested_utts <= 0) section.fail("requested_utts", "must be positive");
+    if (role == TaskRole::kValidation) {
+      const ConfigSection& source =
+          section.has("validation_segments") || !evaluator ? section : *evaluator;
+      spec.validation_segments = source.get_string("validation_segments", "stage");
+      if (spec.validation_segments != "stage" && spec.validation_segments != "full")
+        source.fail("validation_segments", "'" + spec.validation_segments +
+                                               "' is neither stage nor full");
+    }
   }
   return spec;
 }

@@ -29,6 +29,9 @@ struct TaskSpec {
   double trainset_frac = 1.0;
   int requested_utts = -1;  // evaluators: from the task section, else [evaluator]
   int batch_size = -1;
+  // Validation: the stores it reads, the training stage's ("stage", as the original) or whole
+  // utterances in every stage ("full"); from the task section, else [evaluator].
+  std::string validation_segments = "stage";
 };
 
 // Parses a task section; `evaluator` is the [evaluator] section for the fallbacks of

@@ -8,8 +8,13 @@ TaskPipeline::TaskPipeline(const Recipe& recipe, const std::vector<DataBinding>&
                            const std::vector<DataBinding>& targets, TaskPipelineOptions options,
                            StoreCache& stores)
     : options_(std::move(options)) {
-  stored_ = std::make_shared<ExampleSet>(inputs, targets, recipe.get("database.conf"),
-                                         options_.segment_length, stores, options_.what);
+  // Under dynamic mixing the stores only count the examples of an epoch (the mixer computes
+  // inputs and targets anew), and the inputs' stores count them: the waveform targets of a
+  // spectrogram model need no store cut at its segment length, which counts frames.
+  const std::vector<DataBinding> no_targets;
+  stored_ = std::make_shared<ExampleSet>(inputs, options_.mixing ? no_targets : targets,
+                                         recipe.get("database.conf"), options_.segment_length,
+                                         stores, options_.what);
   stored_->truncate(static_cast<int64_t>(stored_->size() * options_.keep_fraction));
   available_ = stored_->size();
   if (options_.max_examples >= 0) {

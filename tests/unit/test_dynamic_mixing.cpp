@@ -11,6 +11,9 @@
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/pipeline/dynamic_mixing.h"
 #include "nabu/pipeline/input_pipeline.h"
+#include "nabu/pipeline/task_pipeline.h"
+#include "nabu/processing/data_preparation.h"
+#include "nabu/processing/store.h"
 #include "nabu/processing/audio.h"
 #include "nabu/processing/signal.h"
 #include "test_helpers.h"
@@ -18,6 +21,7 @@
 using namespace nabu;
 using nabu::testing::TempDir;
 using nabu::testing::error_of;
+using nabu::testing::read_text;
 using nabu::testing::write_text;
 
 namespace {
@@ -414,6 +418,43 @@ TEST(DynamicMixing, PipelinePositionsAndShardsBehaveLikeTheStores) {
     }
     EXPECT_EQ(batches, 1);
   }
+}
+
+// A spectrogram model with waveform targets trained on 20-frame segments: under dynamic mixing
+// the features' stores alone count an epoch's examples, so the waveform sections need no store
+// at a segment length that counts frames; without mixing their missing store is named.
+TEST(DynamicMixing, SegmentedSpectrogramStagesNeedNoWaveformStoresAtTheirLength) {
+  MixingRecipe data;
+  std::string conf = read_text(data.dir / "recipe/database.conf");
+  for (const std::string section : {"[feat]\n", "[wave]\n", "[waves]\n"})
+    conf.replace(conf.find(section), section.size(),
+                 section + "writer_style = numpy_float_array_as_tfrecord\n" +
+                     (section == "[feat]\n" ? "segment_lengths = 20 full\n" : ""));
+  write_text(data.dir / "recipe/database.conf", conf);
+  Recipe recipe = data.recipe();
+  DataPreparation preparation(recipe, data.dir / "exp", {});
+  for (const std::string section : {"feat", "wave", "waves"}) preparation.prepare(section);
+  const std::vector<DataBinding> targets{{"mix_wave", {"wave"}}, {"multi_targets", {"waves"}}};
+  TaskPipelineOptions options;
+  options.what = "training task [t]";
+  options.segment_length = "20";
+  options.plan.batch_size = 2;
+  StoreCache stores;
+  const std::string missing = error_of([&] {
+    TaskPipeline stored(recipe, data.inputs(), targets, options, stores);
+  });
+  EXPECT_NE(missing.find((data.dir / "stores/wave/20/store.h5").string()), std::string::npos)
+      << missing;
+  options.mixing = data.options();
+  TaskPipeline mixed(recipe, data.inputs(), targets, options, stores);
+  StoreReader features(store_path(data.dir / "stores/feat", "20"));
+  EXPECT_EQ(mixed.stored_size(), features.size());
+  EXPECT_GT(features.size(), 4) << "the 20-frame store cuts each mixture into several segments";
+  auto batch = mixed.start()->next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(batch->data.at("features").size(1), 20);
+  EXPECT_EQ(batch->data.at("mix_wave").size(1), frames_span(20, FrameSettings{}));
+  EXPECT_EQ(batch->data.at("multi_targets").size(1), frames_span(20, FrameSettings{}));
 }
 
 TEST(DynamicMixing, DefaultPoolAndConfigurationErrors) {

@@ -753,6 +753,33 @@ TEST_F(TrainingRun, ValidationByMetricSelectsOnTheSiSdrThatNabuTestMeasures) {
       << summary.dump() << "\n" << val_sum.dump();
 }
 
+// validation_segments = full validates a segmented stage on whole utterances (docs/trainer.md),
+// so that stage needs no validation store cut at its segment length; a wrong value names the key.
+TEST_F(TrainingRun, ValidationSegmentsFullReadsTheWholeUtterancesInASegmentedStage) {
+  fs::remove_all(dir_ / "data/stores/toy2spk/features/cv/100");
+  auto staged = train("exp_stage", "--max-steps=2,1");
+  EXPECT_EQ(staged.exit_code, 1) << staged.output;
+  EXPECT_NE(staged.output.find("features/cv/100/store.h5 does not exist"), std::string::npos)
+      << staged.output;
+  auto whole = train("exp_whole", "--max-steps=2,1 --set trainer.cfg:trainer:valid_frequency=1"
+                                  " --set validation_evaluator.cfg:evaluator:validation_segments=full");
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  // Both stages validate the same whole utterances: the 100-frame stage's best validation and
+  // the full stage's first, of the model that stage kept, give the same loss.
+  auto first = validation_losses(dir_ / "exp_whole/100/metrics.jsonl");
+  auto second = validation_losses(dir_ / "exp_whole/full/metrics.jsonl");
+  ASSERT_FALSE(first.empty());
+  ASSERT_FALSE(second.empty());
+  EXPECT_NEAR(*std::min_element(first.begin(), first.end()), second.front(),
+              1e-6 * std::abs(second.front()));
+  auto wrong = train("exp_wrong", "--max-steps=1,1"
+                                  " --set validation_evaluator.cfg:evaluator:validation_segments=50");
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find("[evaluator] validation_segments: '50' is neither stage nor full"),
+            std::string::npos)
+      << wrong.output;
+}
+
 // Mistakes in the metric keys are one line naming file, section and key.
 TEST_F(TrainingRun, ValidationMetricMistakesNameTheKey) {
   auto error = [&](const std::string& sets) {

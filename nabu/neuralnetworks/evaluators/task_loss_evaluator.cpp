@@ -46,11 +46,16 @@ namespace {
 
 struct TaskLossEvaluatorOptions {
   int requested_utts = 0, batch_size = 0;
+  std::string validation_segments = "stage";
   void declare(OptionsReader& r) {
     r("requested_utts", requested_utts,
       "examples evaluated at most (the first ones, a whole number of batches); in the task "
       "section or in [evaluator]");
     r("batch_size", batch_size, "examples per batch; in the task section or in [evaluator]");
+    r("validation_segments", validation_segments,
+      "validation only: the stores read in a segmented stage, the stage's (stage) or whole "
+      "utterances (full, e.g. for waveform targets of a spectrogram model); in the task section "
+      "or in [evaluator]");
   }
 };
 
@@ -77,7 +82,8 @@ TaskLossEvaluator::TaskLossEvaluator(const EvaluatorContext& context)
     // The first min(N, requested_utts) examples, a whole number of batches, in order.
     TaskPipelineOptions options;
     options.what = what;
-    options.segment_length = context.segment_length;
+    options.segment_length =
+        spec_.validation_segments == "full" ? std::string("full") : context.segment_length;
     options.max_examples = spec_.requested_utts;
     options.plan.batch_size = spec_.batch_size;
     options.plan.shuffle = false;
