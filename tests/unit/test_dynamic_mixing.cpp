@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -12,10 +13,10 @@
 #include "nabu/pipeline/dynamic_mixing.h"
 #include "nabu/pipeline/input_pipeline.h"
 #include "nabu/pipeline/task_pipeline.h"
-#include "nabu/processing/data_preparation.h"
-#include "nabu/processing/store.h"
 #include "nabu/processing/audio.h"
+#include "nabu/processing/data_preparation.h"
 #include "nabu/processing/signal.h"
+#include "nabu/processing/store.h"
 #include "test_helpers.h"
 
 using namespace nabu;
@@ -566,4 +567,164 @@ TEST(DynamicMixing, SpeedPerturbationChangesTempoAndPitchTogether) {
     EXPECT_EQ(perturbed.load(0, {index}).data.at("features").size(1), d.frames);
   }
   EXPECT_TRUE(plain.draw(0, 0).speeds.empty());
+}
+
+namespace {
+
+std::vector<double> sine(double frequency, int length, int rate = 8000) {
+  std::vector<double> out(length);
+  for (int n = 0; n < length; ++n) out[n] = std::sin(2 * M_PI * frequency * n / rate);
+  return out;
+}
+
+// The gain of a filter for a sine, from the RMS after its transient (whole periods are not
+// needed: the window holds hundreds of them).
+double sine_gain(const std::function<torch::Tensor(const torch::Tensor&)>& filter,
+                 double frequency) {
+  auto out = filter(torch::tensor(sine(frequency, 16000), torch::kFloat64));
+  return out.slice(0, 4000).square().mean().sqrt().item<double>() * std::sqrt(2.0);
+}
+
+}  // namespace
+
+// The channel's parts against their definitions: convolution against the direct sum, the room's
+// length, direct path, energy ratio and decay, the tilt's and the telephone band's gains against
+// their analytic responses (Butterworth with the bilinear transform's prewarping), and the GSM
+// codec as a lossy but faithful round trip of the same length.
+TEST(ChannelAugmentation, PartsMatchTheirDefinitions) {
+  std::mt19937 rng(4);
+  std::normal_distribution<double> normal;
+  std::vector<double> x(500), h(60);
+  for (auto& v : x) v = normal(rng);
+  for (auto& v : h) v = normal(rng);
+  auto fast = convolve_cut(torch::tensor(x, torch::kFloat64), torch::tensor(h, torch::kFloat64));
+  ASSERT_EQ(fast.size(0), 500);
+  for (int n = 0; n < 500; ++n) {
+    double sum = 0;
+    for (int k = 0; k <= n && k < 60; ++k) sum += h[k] * x[n - k];
+    ASSERT_NEAR(fast[n].item<double>(), sum, 1e-9) << n;
+  }
+
+  auto room = room_response(0.5, 4.0, 8000, 11);
+  ASSERT_EQ(room.size(0), 4000);
+  EXPECT_EQ(room[0].item<double>(), 1.0);
+  double tail = room.slice(0, 1).square().sum().item<double>();
+  EXPECT_NEAR(10 * std::log10(1.0 / tail), 4.0, 1e-9) << "direct to reverberant ratio";
+  // -60 dB of amplitude over rt60: the energy 0.25 s later is 30 dB lower (a noise estimate).
+  double early = room.slice(0, 200, 600).square().mean().item<double>();
+  double late = room.slice(0, 2200, 2600).square().mean().item<double>();
+  EXPECT_NEAR(10 * std::log10(early / late), 30.0, 2.0);
+  EXPECT_TRUE(torch::equal(room, room_response(0.5, 4.0, 8000, 11)));
+  EXPECT_FALSE(torch::equal(room, room_response(0.5, 4.0, 8000, 12)));
+
+  const double tilt_db = 6.0, g = std::pow(10.0, tilt_db / 20), b = (1 - g) / (1 + g);
+  for (double f : {100.0, 1000.0, 2500.0, 3900.0}) {
+    double w = 2 * M_PI * f / 8000;
+    EXPECT_NEAR(sine_gain([&](const torch::Tensor& s) { return spectral_tilt(s, tilt_db); }, f),
+                std::sqrt(1 + b * b + 2 * b * std::cos(w)), 2e-3)
+        << f;
+  }
+  auto butterworth = [](double f, double cutoff, bool high) {
+    double ratio = std::tan(M_PI * f / 8000) / std::tan(M_PI * cutoff / 8000);
+    return 1 / std::sqrt(1 + std::pow(high ? 1 / ratio : ratio, 8));
+  };
+  for (double f : {60.0, 150.0, 300.0, 600.0, 1000.0, 2000.0, 3000.0, 3400.0, 3700.0}) {
+    EXPECT_NEAR(sine_gain([](const torch::Tensor& s) { return telephone_band(s, 8000); }, f),
+                butterworth(f, 300, true) * butterworth(f, 3400, false), 5e-3)
+        << f;
+  }
+
+  // A voiced, speech-like signal: harmonics of 120 Hz with a slow envelope, int16 scale.
+  std::vector<double> voiced(8000);
+  for (int n = 0; n < 8000; ++n) {
+    double envelope = 0.6 + 0.4 * std::sin(2 * M_PI * 3 * n / 8000.0);
+    for (int k = 1; k <= 20; ++k)
+      voiced[n] += envelope * 8000.0 / k * std::sin(2 * M_PI * 120 * k * n / 8000.0 + k);
+  }
+  auto clean = torch::tensor(voiced, torch::kFloat64);
+  auto coded = gsm_round_trip(clean, 8000);
+  ASSERT_EQ(coded.size(0), clean.size(0));
+  double snr = 10 * std::log10(clean.square().sum().item<double>() /
+                               (coded - clean).square().sum().item<double>());
+  EXPECT_GT(snr, 3.0) << "the codec keeps the signal";
+  EXPECT_LT(snr, 40.0) << "the codec changes the signal";
+  EXPECT_TRUE(torch::equal(coded, gsm_round_trip(clean, 8000)));
+}
+
+// Channels are drawn after everything else: the same sources, gains and crops as without them,
+// each source its own channel at the configured rates; the mixture is the sum of the changed
+// sources; GSM on sources that are not at 8 kHz and bad trainer.cfg values are one line each.
+TEST(ChannelAugmentation, DrawsKeepTheMixturesAndChangeEachSource) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  auto options = data.options("20");
+  options.channels = {0.5, 6.0, 0.5, 0.5};
+  DynamicMixtureSet changed(recipe, data.inputs(), data.targets(), options, "t");
+  DynamicMixtureSet plain(recipe, data.inputs(), data.targets(), data.options("20"), "t");
+  int rooms = 0, telephones = 0, codecs = 0, count = 0;
+  for (int64_t index = 0; index < 12; ++index) {
+    auto d = changed.draw(0, index), p = plain.draw(0, index);
+    EXPECT_EQ(d.sources, p.sources);
+    EXPECT_EQ(d.gains_db, p.gains_db);
+    EXPECT_EQ(d.first_frame, p.first_frame);
+    ASSERT_EQ(d.channels.size(), 2u);
+    for (const auto& channel : d.channels) {
+      ++count;
+      rooms += channel.rt60 > 0, telephones += channel.telephone, codecs += channel.gsm;
+      EXPECT_LE(std::abs(channel.tilt_db), 6.0);
+      if (channel.rt60 > 0) EXPECT_TRUE(channel.rt60 >= 0.2 && channel.rt60 <= 0.8);
+    }
+    auto mixed = changed.signals(d), reference = plain.signals(p);
+    ASSERT_EQ(mixed.mixture.size(0), reference.mixture.size(0));
+    EXPECT_TRUE(torch::equal(mixed.mixture, mixed.sources[0] + mixed.sources[1]));
+    EXPECT_FALSE(torch::equal(mixed.sources[0], reference.sources[0]));
+  }
+  EXPECT_TRUE(rooms > 4 && rooms < 20) << rooms << " of " << count;
+  EXPECT_TRUE(telephones > 4 && telephones < 20) << telephones << " of " << count;
+  EXPECT_TRUE(codecs > 4 && codecs < 20) << codecs << " of " << count;
+  EXPECT_TRUE(plain.draw(0, 0).channels.empty());
+
+  // One source's channel is exactly apply_channel on its file (then the mixing's scaling).
+  auto d = changed.draw(0, 3);
+  auto source = read_audio(changed.pool().sources()[d.sources[0]].path).samples;
+  auto expected = apply_channel(source, d.channels[0], 8000);
+  auto mixed = changed.signals(d).sources[0];
+  auto n = mixed.size(0);
+  double scale = mixed.dot(expected.slice(0, 0, n)).item<double>() /
+                 expected.slice(0, 0, n).square().sum().item<double>();
+  EXPECT_LT((mixed - scale * expected.slice(0, 0, n)).abs().max().item<double>(), 1.0)
+      << "the mixed source is the channel's output scaled and rounded (to 0.5, and the "
+         "least-squares scale)";
+
+  std::string fast_list;  // sources at 16 kHz
+  for (int speaker = 0; speaker < 2; ++speaker) {
+    auto path = data.dir / ("fast/" + std::to_string(speaker) + ".wav");
+    nabu::testing::write_pcm16_wav(path, bursts(9000, 200 + 50 * speaker, 3000, speaker), 16000);
+    fast_list += "f" + std::to_string(speaker) + " " + path.string() + "\n";
+  }
+  write_text(data.dir / "fast.scp", fast_list);
+  auto gsm = data.options();
+  gsm.channels.gsm = 0.5;
+  gsm.source_lists = {(data.dir / "fast.scp").string()};
+  gsm.utt2spk.clear();
+  auto message = error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), gsm, "t"); });
+  EXPECT_NE(message.find("dynamic_mixing_gsm needs 8 kHz sources"), std::string::npos) << message;
+
+  auto trainer = [](const std::string& keys) {
+    return error_of([&] {
+      read_trainer_options(ConfigFile::parse("[trainer]\ntasks = t\n" + keys, "trainer.cfg"));
+    });
+  };
+  EXPECT_EQ(trainer("dynamic_mixing = True\ndynamic_mixing_gsm = 0.3\ndynamic_mixing_tilt_range = 6\n"),
+            "");
+  message = trainer("dynamic_mixing = True\ndynamic_mixing_reverb = 1.5\n");
+  EXPECT_NE(message.find("[trainer] dynamic_mixing_reverb: is a probability"), std::string::npos)
+      << message;
+  message = trainer("dynamic_mixing = True\ndynamic_mixing_tilt_range = 30\n");
+  EXPECT_NE(message.find("dynamic_mixing_tilt_range: must be in [0, 20] dB"), std::string::npos)
+      << message;
+  message = trainer("dynamic_mixing_telephone = 0.2\n");
+  EXPECT_NE(message.find("dynamic_mixing_telephone: is set but dynamic_mixing is False"),
+            std::string::npos)
+      << message;
 }

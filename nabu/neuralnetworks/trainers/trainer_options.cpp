@@ -249,6 +249,17 @@ void DataOptions::declare(OptionsReader& r) {
   r("dynamic_mixing_speed_range", dynamic_mixing_speed_range,
     "new: speed perturbation of each source, a speed uniform in 1 +- this (0.1: 0.9 to 1.1; "
     "tempo, pitch and formants together, as sox speed); 0 = off");
+  r("dynamic_mixing_reverb", dynamic_mixing_reverb,
+    "new: probability that a source is heard in a synthetic room (RT60 0.2-0.8 s, direct to "
+    "reverberant ratio 0-10 dB); its target is the reverberant source");
+  r("dynamic_mixing_tilt_range", dynamic_mixing_tilt_range,
+    "new: spectral tilt of each source (a microphone), uniform in +- this many dB between "
+    "Nyquist and 0 Hz; 0 = off");
+  r("dynamic_mixing_telephone", dynamic_mixing_telephone,
+    "new: probability that a source is band-limited to 300-3400 Hz (a telephone line)");
+  r("dynamic_mixing_gsm", dynamic_mixing_gsm,
+    "new: probability that a source goes through a GSM 06.10 round trip (a mobile phone's "
+    "codec; 8 kHz sources)");
 
   for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");
   for (int value : numbatches_to_aggregate)
@@ -259,6 +270,17 @@ void DataOptions::declare(OptionsReader& r) {
             "must not be negative");
   r.require(dynamic_mixing_speed_range >= 0 && dynamic_mixing_speed_range < 0.5,
             "dynamic_mixing_speed_range", "must be in [0, 0.5)");
+  for (auto [key, value] : {std::pair<const char*, double>{"dynamic_mixing_reverb",
+                                                          dynamic_mixing_reverb},
+                            {"dynamic_mixing_telephone", dynamic_mixing_telephone},
+                            {"dynamic_mixing_gsm", dynamic_mixing_gsm},
+                            {"dynamic_mixing_tilt_range", dynamic_mixing_tilt_range / 20}}) {
+    r.require(value >= 0 && value <= 1, key,
+              std::string(key) == "dynamic_mixing_tilt_range" ? "must be in [0, 20] dB"
+                                                              : "is a probability: must be in [0, 1]");
+    r.require(dynamic_mixing || value == 0, key,
+              "is set but dynamic_mixing is False (channels are applied to dynamic mixtures)");
+  }
   r.require(dynamic_mixing || dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
             "is set but dynamic_mixing is False");
   r.require(dynamic_mixing_sources.size() > 0 || dynamic_mixing_utt2spk.empty(),
