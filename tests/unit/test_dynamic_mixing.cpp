@@ -152,6 +152,20 @@ struct MixingRecipe {
     o.seed = 7;
     return o;
   }
+  // Two speakers' sources at 16 kHz (fast.scp), without utt2spk.
+  DynamicMixingOptions options_of_16khz_sources() const {
+    std::string list;
+    for (int speaker = 0; speaker < 2; ++speaker) {
+      auto path = dir / ("fast/" + std::to_string(speaker) + ".wav");
+      nabu::testing::write_pcm16_wav(path, bursts(9000, 200 + 50 * speaker, 3000, speaker), 16000);
+      list += "f" + std::to_string(speaker) + " " + path.string() + "\n";
+    }
+    write_text(dir / "fast.scp", list);
+    auto o = options();
+    o.source_lists = {(dir / "fast.scp").string()};
+    o.utt2spk.clear();
+    return o;
+  }
 };
 
 }  // namespace
@@ -483,16 +497,7 @@ TEST(DynamicMixing, DefaultPoolAndConfigurationErrors) {
             std::string::npos)
       << message;
   // Sources at another rate than the task's training data.
-  std::string fast_list;
-  for (int speaker = 0; speaker < 2; ++speaker) {
-    auto path = data.dir / ("fast/" + std::to_string(speaker) + ".wav");
-    nabu::testing::write_pcm16_wav(path, bursts(9000, 200 + 50 * speaker, 3000, speaker), 16000);
-    fast_list += "f" + std::to_string(speaker) + " " + path.string() + "\n";
-  }
-  write_text(data.dir / "fast.scp", fast_list);
-  auto fast = data.options();
-  fast.source_lists = {(data.dir / "fast.scp").string()};
-  fast.utt2spk.clear();
+  auto fast = data.options_of_16khz_sources();
   message = error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), fast, "t"); });
   EXPECT_NE(message.find("t: dynamic mixing sources are at 16000 Hz, the task's training data"),
             std::string::npos)
@@ -696,17 +701,8 @@ TEST(ChannelAugmentation, DrawsKeepTheMixturesAndChangeEachSource) {
       << "the mixed source is the channel's output scaled and rounded (to 0.5, and the "
          "least-squares scale)";
 
-  std::string fast_list;  // sources at 16 kHz
-  for (int speaker = 0; speaker < 2; ++speaker) {
-    auto path = data.dir / ("fast/" + std::to_string(speaker) + ".wav");
-    nabu::testing::write_pcm16_wav(path, bursts(9000, 200 + 50 * speaker, 3000, speaker), 16000);
-    fast_list += "f" + std::to_string(speaker) + " " + path.string() + "\n";
-  }
-  write_text(data.dir / "fast.scp", fast_list);
-  auto gsm = data.options();
+  auto gsm = data.options_of_16khz_sources();
   gsm.channels.gsm = 0.5;
-  gsm.source_lists = {(data.dir / "fast.scp").string()};
-  gsm.utt2spk.clear();
   auto message = error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), gsm, "t"); });
   EXPECT_NE(message.find("dynamic_mixing_gsm needs 8 kHz sources"), std::string::npos) << message;
 
