@@ -257,11 +257,8 @@ MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
 }
 
 torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t length) {
-  auto contiguous = samples.to(torch::kFloat64).contiguous();
-  std::vector<double> input(contiguous.data_ptr<double>(),
-                            contiguous.data_ptr<double>() + contiguous.numel());
   Resampler resampler(1000.0 * speed, 1000.0);
-  auto output = resampler.process(input);
+  auto output = resampler.process(values_of(samples));
   auto tail = resampler.flush();
   output.insert(output.end(), tail.begin(), tail.end());
   output.resize(static_cast<std::size_t>(length), 0.0);

@@ -270,14 +270,15 @@ void DataOptions::declare(OptionsReader& r) {
             "must not be negative");
   r.require(dynamic_mixing_speed_range >= 0 && dynamic_mixing_speed_range < 0.5,
             "dynamic_mixing_speed_range", "must be in [0, 0.5)");
+  r.require(dynamic_mixing_tilt_range >= 0 && dynamic_mixing_tilt_range <= 20,
+            "dynamic_mixing_tilt_range", "must be in [0, 20] dB");
   for (auto [key, value] : {std::pair<const char*, double>{"dynamic_mixing_reverb",
                                                           dynamic_mixing_reverb},
                             {"dynamic_mixing_telephone", dynamic_mixing_telephone},
                             {"dynamic_mixing_gsm", dynamic_mixing_gsm},
-                            {"dynamic_mixing_tilt_range", dynamic_mixing_tilt_range / 20}}) {
-    r.require(value >= 0 && value <= 1, key,
-              std::string(key) == "dynamic_mixing_tilt_range" ? "must be in [0, 20] dB"
-                                                              : "is a probability: must be in [0, 1]");
+                            {"dynamic_mixing_tilt_range", dynamic_mixing_tilt_range}}) {
+    if (key != std::string("dynamic_mixing_tilt_range"))
+      r.require(value >= 0 && value <= 1, key, "is a probability: must be in [0, 1]");
     r.require(dynamic_mixing || value == 0, key,
               "is set but dynamic_mixing is False (channels are applied to dynamic mixtures)");
   }
