@@ -324,5 +324,53 @@ class DefaultCorpusTest(unittest.TestCase):
         assert_training_origins_allowed(self, rows)
 
 
+DEMO = os.path.join(REPOSITORY, "tools", "demo")
+GENERATED_SOURCES = "data/corpus/sources/"
+RECORDED_CORPUS = "data/recorded_corpus/"
+
+
+def demo_training_lists(*options):
+    """The source lists tools/demo's dynamic mixing draws from, as the demo prints them."""
+    done = subprocess.run([DEMO, "--training-lists"] + list(options), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True)
+    if done.returncode != 0:
+        raise AssertionError("tools/demo --training-lists failed: " + done.stderr)
+    return done.stdout.split()
+
+
+class DemoTrainingListsTest(unittest.TestCase):
+    def test_the_demo_draws_only_from_training_splits_of_the_two_corpora(self):
+        self.assertEqual(len(demo_training_lists()), 2)
+        self.assertEqual(len(demo_training_lists("--synthetic-only")), 1)
+        self.assertEqual(demo_training_lists("--no-dynamic-mixing"), [])
+        for path in demo_training_lists() + demo_training_lists("--synthetic-only"):
+            self.assertTrue(path.startswith((GENERATED_SOURCES, RECORDED_CORPUS)), path)
+            self.assertTrue(os.path.basename(path).startswith("tr_"), path)
+
+    @unittest.skipUnless(os.path.exists(os.path.join(DEFAULT_ROOT, ".complete")) and
+                         os.path.exists(os.path.join(REPOSITORY, GENERATED_SOURCES)),
+                         "needs data/recorded_corpus and data/corpus (./run demo makes them)")
+    def test_every_file_the_demo_trains_on_is_generated_or_from_an_allowed_package(self):
+        with open(os.path.join(DEFAULT_ROOT, "index.tsv")) as f:
+            index = {row[0]: row for row in
+                     (line.rstrip("\n").split("\t") for line in f.readlines()[1:])}
+        recorded_rows, generated = [], 0
+        for name in demo_training_lists():
+            with open(os.path.join(REPOSITORY, name)) as f:
+                entries = [line.split() for line in f if line.strip()]
+            self.assertTrue(entries, name)
+            for utterance, path in entries:
+                self.assertFalse("codec2" in path or "pocketsphinx" in path, path)
+                if name.startswith(RECORDED_CORPUS):
+                    self.assertTrue(path.startswith(RECORDED_CORPUS), path)
+                    self.assertEqual(index[utterance][2], "tr", utterance)
+                    recorded_rows.append(index[utterance])
+                else:
+                    self.assertTrue(path.startswith(GENERATED_SOURCES), path)
+                    generated += 1
+        self.assertGreater(generated, 0)
+        assert_training_origins_allowed(self, recorded_rows)
+
+
 if __name__ == "__main__":
     unittest.main()
