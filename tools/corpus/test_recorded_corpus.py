@@ -313,15 +313,20 @@ def assert_training_origins_allowed(test, rows):
 
 
 DEFAULT_ROOT = os.path.join(REPOSITORY, "data", "recorded_corpus")
+DEFAULT_CORPUS_MADE = os.path.exists(os.path.join(DEFAULT_ROOT, ".complete"))
 
 
-@unittest.skipUnless(os.path.exists(os.path.join(DEFAULT_ROOT, ".complete")),
+def default_index_rows():
+    """The rows of data/recorded_corpus/index.tsv, header left out."""
+    with open(os.path.join(DEFAULT_ROOT, "index.tsv")) as f:
+        return [line.rstrip("\n").split("\t") for line in f.readlines()[1:]]
+
+
+@unittest.skipUnless(DEFAULT_CORPUS_MADE,
                      "no data/recorded_corpus (tools/make_recorded_corpus makes it)")
 class DefaultCorpusTest(unittest.TestCase):
     def test_training_lists_hold_only_allowed_packages(self):
-        with open(os.path.join(DEFAULT_ROOT, "index.tsv")) as f:
-            rows = [line.rstrip("\n").split("\t") for line in f.readlines()[1:]]
-        assert_training_origins_allowed(self, rows)
+        assert_training_origins_allowed(self, default_index_rows())
 
 
 DEMO = os.path.join(REPOSITORY, "tools", "demo")
@@ -347,13 +352,11 @@ class DemoTrainingListsTest(unittest.TestCase):
             self.assertTrue(path.startswith((GENERATED_SOURCES, RECORDED_CORPUS)), path)
             self.assertTrue(os.path.basename(path).startswith("tr_"), path)
 
-    @unittest.skipUnless(os.path.exists(os.path.join(DEFAULT_ROOT, ".complete")) and
+    @unittest.skipUnless(DEFAULT_CORPUS_MADE and
                          os.path.exists(os.path.join(REPOSITORY, GENERATED_SOURCES)),
                          "needs data/recorded_corpus and data/corpus (./run demo makes them)")
     def test_every_file_the_demo_trains_on_is_generated_or_from_an_allowed_package(self):
-        with open(os.path.join(DEFAULT_ROOT, "index.tsv")) as f:
-            index = {row[0]: row for row in
-                     (line.rstrip("\n").split("\t") for line in f.readlines()[1:])}
+        index = {row[0]: row for row in default_index_rows()}
         recorded_rows, generated = [], 0
         for name in demo_training_lists():
             with open(os.path.join(REPOSITORY, name)) as f:
