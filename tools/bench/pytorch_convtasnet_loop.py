@@ -6,6 +6,7 @@ gLN, ReLU masks, 2 speakers), permutation-invariant SI-SNR and Adam with gradien
 on preloaded random waveforms of one batch.
 
     tools/bench/pytorch_convtasnet_loop.py [--batch 8] [--samples 8000] [--steps 20] [--threads 2]
+                                           [--device cpu|cuda]
 
 Prints "<seconds per update>". Needs Debian's python3-torch (apt-get install python3-torch),
 which nothing else in the project uses.
@@ -100,12 +101,14 @@ def main():
     p.add_argument("--samples", type=int, default=8000)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     args = p.parse_args()
+    device = torch.device(args.device)
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = ConvTasNet()
+    model = ConvTasNet().to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    sources = torch.randn(args.batch, args.samples, 2)
+    sources = torch.randn(args.batch, args.samples, 2).to(device)
     mixture = sources.sum(2)
 
     def step():
@@ -115,11 +118,17 @@ def main():
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
         optimizer.step()
 
+    def finish():  # a GPU runs ahead of Python: time what it has done, not what was queued
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
     for _ in range(3):  # warm-up
         step()
+    finish()
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
+    finish()
     print("%.4f" % ((time.perf_counter() - start) / args.steps))
 
 
