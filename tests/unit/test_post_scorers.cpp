@@ -199,6 +199,37 @@ TEST(PostBssEval, InvalidInputsAreRejected) {
   EXPECT_THROW(si_sdr_sources(refs, silent), Error);
 }
 
+// The scorers' linear systems with LibTorch at two threads, as `nabu test --threads=2` sets it:
+// in a oneMKL build, batched LU at that setting gave invalid pivots, every system fell back to
+// least squares and 16-core machines hung (README, "GPUs, mixed precision and another
+// LibTorch"). Each system is solved by LU, and only a singular one falls back, alone.
+TEST(PostBssEval, SolvesEachSystemByLuWithManyThreads) {
+  struct ThreadsGuard {
+    int previous = torch::get_num_threads();
+    ~ThreadsGuard() { torch::set_num_threads(previous); }
+  } guard;
+  torch::set_num_threads(2);
+  torch::manual_seed(5);
+  auto systems = torch::randn({4, 512, 512}, torch::kFloat64);
+  auto sides = torch::randn({4, 512, 2}, torch::kFloat64);
+  int64_t least_squares = 0;
+  auto solutions = solve_each(systems, sides, &least_squares);
+  EXPECT_EQ(least_squares, 0);
+  ASSERT_EQ(solutions.sizes(), sides.sizes());
+  for (int64_t i = 0; i < 4; ++i)
+    EXPECT_LT((systems[i].matmul(solutions[i]) - sides[i]).abs().max().item<double>(), 1e-8) << i;
+
+  auto singular = systems.clone();
+  singular[2].slice(0, 256).zero_();
+  singular[2].slice(1, 256).zero_();
+  least_squares = 0;
+  solutions = solve_each(singular, sides, &least_squares);
+  EXPECT_EQ(least_squares, 1);
+  auto minimum_norm = torch::linalg_pinv(singular[2]).matmul(sides[2]);
+  EXPECT_LT((solutions[2] - minimum_norm).abs().max().item<double>(), 1e-8);
+  EXPECT_LT((systems[3].matmul(solutions[3]) - sides[3]).abs().max().item<double>(), 1e-8);
+}
+
 TEST(PostSiSdr, ClosedFormCases) {
   torch::manual_seed(9);
   const int64_t samples = 4000;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 
 #include "nabu/core/error.h"
@@ -45,16 +46,6 @@ void validate(const torch::Tensor& references, const torch::Tensor& estimates, c
 torch::Tensor safe_db(const torch::Tensor& num, const torch::Tensor& den) {
   return torch::where(den == 0, torch::full_like(num, std::numeric_limits<double>::infinity()),
                       10.0 * torch::log10(num / den));
-}
-
-// Solves A X = B (numpy's solve: LU); a singular system falls back to least squares (minimum
-// norm, SVD based, as numpy's lstsq), as mir_eval does.
-torch::Tensor solve(const torch::Tensor& a, const torch::Tensor& b) {
-  try {
-    return torch::linalg_solve(a, b);
-  } catch (const c10::Error&) {
-    return std::get<0>(torch::linalg_lstsq(a, b, c10::nullopt, "gelsd"));
-  }
 }
 
 // The permutation (estimate perm[j] for reference j) with the highest mean of `criterion`
@@ -134,9 +125,10 @@ SeparationScores decompose(const torch::Tensor& references, const torch::Tensor&
   // Projection on the first `used` signals together (independent of the reference scored).
   auto project_on_first = [&](int64_t used) {
     auto sub_gram = gram.slice(0, 0, used * taps).slice(1, 0, used * taps);
-    auto filters = solve(sub_gram, products.slice(1, 0, used).reshape({sources, used * taps}).t())
-                       .t()
-                       .reshape({sources, used, taps});  // [Se, used, taps]
+    auto filters =
+        solve_each(sub_gram, products.slice(1, 0, used).reshape({sources, used * taps}).t())
+            .t()
+            .reshape({sources, used, taps});  // [Se, used, taps]
     return torch::fft::irfft((torch::fft::rfft(filters, nfft, -1) * spectra.slice(0, 0, used)
                                                                         .unsqueeze(0))
                                  .sum(1),
@@ -147,7 +139,7 @@ SeparationScores decompose(const torch::Tensor& references, const torch::Tensor&
   // Projection on each reference alone: its diagonal Gram block.
   auto own_gram = blocks.slice(0, 0, sources).slice(1, 0, sources).diagonal(0, 0, 1).permute(
       {2, 0, 1});  // [S, taps, taps]
-  auto own_filters = solve(own_gram, products.slice(1, 0, sources).permute({1, 2, 0}));
+  auto own_filters = solve_each(own_gram, products.slice(1, 0, sources).permute({1, 2, 0}));
   auto projection_own =
       torch::fft::irfft(torch::fft::rfft(own_filters.permute({2, 0, 1}), nfft, -1) *
                             spectra.slice(0, 0, sources).unsqueeze(0),
@@ -208,13 +200,39 @@ SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Te
   auto target = scale.unsqueeze(-1) * refs.unsqueeze(0);     // [Se, S, N]
   auto residual = ests.unsqueeze(1) - target;
   // Interference: the residual's projection on the span of all references.
-  auto coefficients = solve(ref_gram, residual.matmul(refs.t()).unsqueeze(-1)).squeeze(-1);
+  auto coefficients = solve_each(ref_gram, residual.matmul(refs.t()).unsqueeze(-1)).squeeze(-1);
   auto interference = coefficients.matmul(refs);
   auto target_energy = target.square().sum(-1);
   auto sdr = safe_db(target_energy, residual.square().sum(-1));
   auto sir = safe_db(target_energy, interference.square().sum(-1));
   auto sar = safe_db(target_energy, (residual - interference).square().sum(-1));
   return select(sdr, sir, sar, best_permutation(sdr));
+}
+
+// One system at a time, not batched: LibTorch factors a batch on OpenMP workers, and in its
+// oneMKL builds (the Python package index's wheels), after at::set_num_threads(n > 1), which
+// nabu's --threads calls, those nested factorisations give invalid pivots, so LU fails on
+// regular systems (README, "GPUs, mixed precision and another LibTorch";
+// PostBssEval.SolvesEachSystemByLuWithManyThreads).
+torch::Tensor solve_each(const torch::Tensor& a, const torch::Tensor& b, int64_t* least_squares) {
+  auto solve_one = [&](const torch::Tensor& system, const torch::Tensor& side) {
+    try {
+      return torch::linalg_solve(system, side);
+    } catch (const c10::Error&) {
+      if (least_squares) ++*least_squares;
+      return std::get<0>(torch::linalg_lstsq(system, side, c10::nullopt, "gelsd"));
+    }
+  };
+  if (a.dim() == 2) return solve_one(a, b);
+  const int64_t n = a.size(-1), k = b.size(-1);
+  auto systems = a.reshape({-1, n, n});
+  auto sides = b.reshape({-1, n, k});
+  if (systems.size(0) != sides.size(0))
+    throw std::logic_error("solve_each: A and B need the same batch shape");
+  std::vector<torch::Tensor> solutions;
+  for (int64_t i = 0; i < systems.size(0); ++i)
+    solutions.push_back(solve_one(systems[i], sides[i]));
+  return torch::stack(solutions).reshape(b.sizes());
 }
 
 }  // namespace nabu

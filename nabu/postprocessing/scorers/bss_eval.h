@@ -47,4 +47,10 @@ SeparationScores bss_eval_sources_with_noise(const torch::Tensor& references,
 // SI-SDR (with SI-SIR, SI-SAR in the sdr/sir/sar fields). Same shape rules.
 SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Tensor& estimates);
 
+// A [..., n, n] X = B [..., n, k] (the same batch shape; A may also be one [n, n] for any B), each
+// system by LU, or by least squares (minimum norm, SVD based, as numpy's lstsq) where LU finds it
+// singular, as mir_eval does; `least_squares`, when given, counts the systems that fell back.
+torch::Tensor solve_each(const torch::Tensor& a, const torch::Tensor& b,
+                         int64_t* least_squares = nullptr);
+
 }  // namespace nabu
