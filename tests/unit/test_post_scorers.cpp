@@ -200,9 +200,9 @@ TEST(PostBssEval, InvalidInputsAreRejected) {
 }
 
 // The scorers' linear systems with LibTorch at two threads, as `nabu test --threads=2` sets it:
-// in a oneMKL build, batched LU at that setting gave invalid pivots, every system fell back to
-// least squares and 16-core machines hung (README, "GPUs, mixed precision and another
-// LibTorch"). Each system is solved by LU, and only a singular one falls back, alone.
+// in a oneMKL build, batched LU at that setting gave invalid pivots and every system fell back to
+// least squares (README, "GPUs, mixed precision and another LibTorch"). Each system is solved by
+// LU, and only a singular one falls back, alone.
 TEST(PostBssEval, SolvesEachSystemByLuWithManyThreads) {
   struct ThreadsGuard {
     int previous = torch::get_num_threads();
