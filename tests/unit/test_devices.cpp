@@ -14,6 +14,8 @@
 #include "nabu/neuralnetworks/tensor_map.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/trainers/parameter_update.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "test_helpers.h"
 #include "training_fixture.h"
 
@@ -208,6 +210,52 @@ class CudaTraining : public TrainingRun {
     TrainingRun::SetUp();
   }
 };
+
+TEST(CudaUpdate, ClippedAdamUpdatesOnTheGpuMatchTheCpu) {
+  // The update's GPU paths (multi-tensor kernels, the norm clipping's factor kept on the GPU)
+  // against its CPU path: 60 float parameter tensors, six updates of gradients large enough
+  // that clip_grad_norm scales them every time, with normalize_gradients and Adam.
+  if (!cuda_available()) GTEST_SKIP() << "LibTorch (" TORCH_VERSION ") sees no GPU here";
+  auto cfg = ConfigFile::parse(
+      "[trainer]\ntasks = task\nclip_grad_norm = 0.5\nnormalize_gradients = True\n", "trainer.cfg");
+  auto options = read_trainer_options(cfg).optimizer;
+  torch::manual_seed(5);
+  std::vector<std::pair<std::string, torch::Tensor>> cpu, gpu;
+  for (int i = 0; i < 60; ++i) {
+    auto values = torch::randn({1 + i % 7, 1 + i % 5});
+    cpu.emplace_back("m.p" + std::to_string(i), values.clone().requires_grad_());
+    gpu.emplace_back("m.p" + std::to_string(i), values.to(torch::kCUDA).requires_grad_());
+  }
+  auto tensors = [](const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+    std::vector<torch::Tensor> out;
+    for (const auto& entry : named) out.push_back(entry.second);
+    return out;
+  };
+  ParameterUpdate on_cpu(options, false, cfg.section("trainer"), 0.01, cpu,
+                         {{"task", 1.0, tensors(cpu)}});
+  ParameterUpdate on_gpu(options, false, cfg.section("trainer"), 0.01, gpu,
+                         {{"task", 1.0, tensors(gpu)}});
+  for (int step = 0; step < 6; ++step) {
+    std::vector<torch::Tensor> cpu_gradients, gpu_gradients;
+    for (const auto& [name, parameter] : cpu) {
+      cpu_gradients.push_back(torch::randn(parameter.sizes()) * 3.0);
+      gpu_gradients.push_back(cpu_gradients.back().to(torch::kCUDA));
+    }
+    on_cpu.apply({{1.0, 2.0, &cpu_gradients}}, 0.01, step, "test");
+    on_gpu.apply({{1.0, 2.0, &gpu_gradients}}, 0.01, step, "test");
+    // The applied gradients were scaled to the norm 0.5 on both.
+    double cpu_norm = 0, gpu_norm = 0;
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      cpu_norm += cpu_gradients[i].square().sum().item<double>();
+      gpu_norm += gpu_gradients[i].square().sum().item<double>();
+    }
+    EXPECT_NEAR(std::sqrt(cpu_norm), 0.5, 1e-5) << "update " << step;
+    EXPECT_NEAR(std::sqrt(gpu_norm), 0.5, 1e-5) << "update " << step;
+  }
+  for (std::size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_LE((gpu[i].second.cpu() - cpu[i].second).abs().max().item<double>(), 1e-5)
+        << cpu[i].first;
+}
 
 TEST_F(CudaTraining, UpdatesOnTheGpuMatchTheCpuAndItsModelTestsOnTheCpu) {
   const std::string common = "--max-steps=5,2 --set trainer.cfg:trainer:valid_frequency=3"

@@ -6,8 +6,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <stdexcept>
 
 #include "nabu/core/config.h"
@@ -381,6 +383,33 @@ TEST(ParameterUpdate, GradientMultipliersZeroFreezesAndTwoDoublesThePlainSgdStep
       << message;
 }
 
+TEST(ParameterUpdate, ElementWiseClippingClipsInfinitiesAndANaNStopsTheUpdate) {
+  // clip_grad_value 1: the gradients' norms decide which are clamped, so each case sits on
+  // one side of that: main.weight's norm (1.25) is above 1 with both elements below it, and
+  // an infinity or a NaN makes a norm infinite or NaN.
+  const double lr = 0.1;
+  const double inf = std::numeric_limits<double>::infinity();
+  auto run = [&](const std::vector<double>& gradient) {
+    auto cfg = trainer_cfg("optimizer = sgd\nclip_grad_value = 1");
+    auto named = tiny_model();
+    ParameterUpdate update(read_trainer_options(cfg).optimizer, false, cfg.section("trainer"), lr,
+                           named, {{"task", 1.0, tensors_of(named)}});
+    apply_once(update, shaped_like(tensors_of(named), gradient), lr, 4);
+    return values_of(tensors_of(named));
+  };
+  const auto start = values_of(tensors_of(tiny_model()));
+  auto moved = run({0.75, -1.0, 0.999, inf, -inf, -3.0});
+  const std::vector<double> applied = {0.75, -1.0, 0.999, 1.0, -1.0, -1.0};
+  for (std::size_t k = 0; k < start.size(); ++k)
+    EXPECT_DOUBLE_EQ(moved[k], start[k] - lr * applied[k]) << k;
+  auto message = error_of([&] { run({0.1, 0.2, std::nan(""), 0.3, 0.4, 0.5}); });
+  EXPECT_NE(message.find("task task: a gradient is NaN or infinite at step 4; test"),
+            std::string::npos)
+      << message;
+  message = error_of([&] { run({0.1, 0.2, 0.3, 0.4, 0.5, -std::nan("")}); });
+  EXPECT_NE(message.find("a gradient is NaN or infinite"), std::string::npos) << message;
+}
+
 TEST(ParameterUpdate, GlobalNormClippingScalesTheSummedGradientToTheNorm) {
   // Two tasks without acc_steps: the step uses 2 x task A's gradient + task B's, and the global
   // norm of that sum is capped. Plain SGD with learning rate 1 makes the applied step visible.
@@ -448,6 +477,65 @@ TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
   EXPECT_NEAR(after[1], before[1] - 1.0 * -0.8, 1e-15);
   EXPECT_NEAR(after[5], before[5] - 0.5 * 0.5, 1e-15);
   for (std::size_t k = 2; k < 5; ++k) EXPECT_EQ(after[k], before[k]);
+}
+
+TEST(MultiTensorAdam, MatchesTorchAdamToTheBit) {
+  // Four float parameters of several shapes, five steps of random gradients; the second
+  // parameter has no gradient in step 2, so its step count (and bias corrections) fall behind
+  // the others'. Then the state is saved and loaded into a torch::optim::Adam that continues.
+  for (const auto& options :
+       {torch::optim::AdamOptions(0.01).betas({0.8, 0.95}).eps(1e-3),
+        torch::optim::AdamOptions(0.02).weight_decay(0.3),
+        torch::optim::AdamOptions(0.02).weight_decay(0.1).amsgrad(true)}) {
+    SCOPED_TRACE("weight_decay " + std::to_string(options.weight_decay()) +
+                 (options.amsgrad() ? ", amsgrad" : ""));
+    torch::manual_seed(3);
+    std::vector<torch::Tensor> ours, theirs;
+    for (auto shape : std::vector<std::vector<int64_t>>{{7}, {3, 5}, {2, 4, 3}, {1}}) {
+      ours.push_back(torch::randn(shape).requires_grad_());
+      theirs.push_back(ours.back().detach().clone().requires_grad_());
+    }
+    MultiTensorAdam multi_tensor(ours, options);
+    torch::optim::Adam reference(theirs, options);
+    auto step_both = [&](int step) {
+      for (std::size_t i = 0; i < ours.size(); ++i) {
+        auto gradient = torch::randn_like(ours[i]);
+        bool skipped = step == 2 && i == 1;
+        ours[i].mutable_grad() = skipped ? torch::Tensor() : gradient.clone();
+        theirs[i].mutable_grad() = skipped ? torch::Tensor() : gradient.clone();
+      }
+      multi_tensor.step();
+      reference.step();
+    };
+    for (int step = 1; step <= 5; ++step) {
+      step_both(step);
+      for (std::size_t i = 0; i < ours.size(); ++i)
+        ASSERT_TRUE(torch::equal(ours[i], theirs[i]))
+            << "parameter " << i << " after step " << step << ": max difference "
+            << (ours[i] - theirs[i]).abs().max().item<double>();
+    }
+    std::stringstream saved;
+    {
+      torch::serialize::OutputArchive archive;
+      multi_tensor.save(archive);
+      archive.save_to(saved);
+    }
+    std::vector<torch::Tensor> resumed;
+    for (const auto& parameter : ours) resumed.push_back(parameter.detach().clone().requires_grad_());
+    torch::optim::Adam loaded(resumed, options);
+    torch::serialize::InputArchive archive;
+    archive.load_from(saved);
+    loaded.load(archive);
+    for (std::size_t i = 0; i < ours.size(); ++i) {
+      auto gradient = torch::randn_like(ours[i]);
+      ours[i].mutable_grad() = gradient.clone();
+      resumed[i].mutable_grad() = gradient.clone();
+    }
+    multi_tensor.step();
+    loaded.step();
+    for (std::size_t i = 0; i < ours.size(); ++i)
+      EXPECT_TRUE(torch::equal(ours[i], resumed[i])) << "parameter " << i << " after loading";
+  }
 }
 
 TEST_F(TrainingRun, InitFileLoadsMatchingParametersReportsTheRestAndFrozenOnesStayAsLoaded) {

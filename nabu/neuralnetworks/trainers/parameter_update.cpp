@@ -4,12 +4,91 @@
 #include <cmath>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <unordered_map>
+
+#include <torch/version.h>
 
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
+
+namespace {
+
+// LibTorch 1.13 keys optimizer state by the printed address of the parameter's TensorImpl,
+// LibTorch 2.x by the address itself.
+[[maybe_unused]] std::string state_key(const torch::Tensor& parameter, const std::string*) {
+  std::ostringstream key;  // as c10::guts::to_string, which LibTorch 2.x no longer has
+  key << parameter.unsafeGetTensorImpl();
+  return key.str();
+}
+[[maybe_unused]] void* state_key(const torch::Tensor& parameter, void* const*) {
+  return parameter.unsafeGetTensorImpl();
+}
+
+}  // namespace
+
+torch::Tensor MultiTensorAdam::step(LossClosure closure) {
+  torch::NoGradGuard no_grad;
+  torch::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  using Key = std::decay_t<decltype(state_)>::key_type;
+  // The parameters of a group that share a step count share the bias corrections.
+  struct Lists {
+    std::vector<torch::Tensor> parameters, gradients, averages, squares, maxima;
+  };
+  for (auto& group : param_groups_) {
+    const auto& options = static_cast<const torch::optim::AdamOptions&>(group.options());
+    std::map<int64_t, Lists> by_step;
+    for (auto& parameter : group.params()) {
+      if (!parameter.grad().defined()) continue;
+      const Key key = state_key(parameter, static_cast<const Key*>(nullptr));
+      auto found = state_.find(key);
+      if (found == state_.end()) {
+        auto state = std::make_unique<torch::optim::AdamParamState>();
+        state->step(0);
+        state->exp_avg(torch::zeros_like(parameter, torch::MemoryFormat::Preserve));
+        state->exp_avg_sq(torch::zeros_like(parameter, torch::MemoryFormat::Preserve));
+        if (options.amsgrad())
+          state->max_exp_avg_sq(torch::zeros_like(parameter, torch::MemoryFormat::Preserve));
+        found = state_.emplace(key, std::move(state)).first;
+      }
+      auto& state = static_cast<torch::optim::AdamParamState&>(*found->second);
+      state.step(state.step() + 1);
+      Lists& lists = by_step[state.step()];
+      lists.parameters.push_back(parameter);
+      lists.gradients.push_back(parameter.grad());
+      lists.averages.push_back(state.exp_avg());
+      lists.squares.push_back(state.exp_avg_sq());
+      if (options.amsgrad()) lists.maxima.push_back(state.max_exp_avg_sq());
+    }
+    const auto [beta1, beta2] = options.betas();
+    for (auto& [step, lists] : by_step) {
+      const double correction1 = 1 - std::pow(beta1, step);
+      const double correction2 = 1 - std::pow(beta2, step);
+      auto& gradients = lists.gradients;
+      if (options.weight_decay() != 0)
+        gradients = at::_foreach_add(gradients, lists.parameters, options.weight_decay());
+      at::_foreach_mul_(lists.averages, beta1);
+      at::_foreach_add_(lists.averages, gradients, 1 - beta1);
+      at::_foreach_mul_(lists.squares, beta2);
+      at::_foreach_addcmul_(lists.squares, gradients, gradients, 1 - beta2);
+      if (options.amsgrad())
+        for (std::size_t i = 0; i < lists.maxima.size(); ++i)
+          torch::max_out(lists.maxima[i], lists.squares[i], lists.maxima[i]);
+      auto denominators = at::_foreach_sqrt(options.amsgrad() ? lists.maxima : lists.squares);
+      at::_foreach_div_(denominators, std::sqrt(correction2));
+      at::_foreach_add_(denominators, options.eps());
+      at::_foreach_addcdiv_(lists.parameters, lists.averages, denominators,
+                            -options.lr() / correction1);
+    }
+  }
+  return loss;
+}
 
 std::vector<std::string> frozen_parameter_names(
     const OptimizerOptions& options, const ConfigSection& trainer_section,
@@ -54,7 +133,7 @@ std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
                                                             .momentum(options.momentum)
                                                             .weight_decay(options.weight_decay));
   // The original's TF Adam defaults: beta1 0.9, beta2 0.999, epsilon 1e-8.
-  return std::make_unique<optim::Adam>(parameters, optim::AdamOptions(learning_rate)
+  return std::make_unique<MultiTensorAdam>(parameters, optim::AdamOptions(learning_rate)
                                                        .betas({options.adam_beta1,
                                                                options.adam_beta2})
                                                        .eps(options.adam_epsilon)
@@ -171,18 +250,31 @@ void ParameterUpdate::prepare_gradients(const Task& task, const TaskSums& sums, 
                 std::to_string(step) + "; " + failure_hint);
   const std::vector<double>* factors =
       multipliers_.empty() ? nullptr : &multipliers_[&task - tasks_.data()];
-  // In place and one sum per gradient: each pass over the parameters is a parallel region, and
-  // on 2 cores their count showed in the time per update. A NaN or infinity anywhere makes the
-  // sum of the sums non-finite (clamp keeps NaN).
+  // Multi-tensor kernels where one pass serves all gradients: on a GPU a kernel per gradient
+  // costs more than the arithmetic (README, "GPUs, mixed precision and another LibTorch"); on
+  // the CPU they run the per-tensor operations, so the results there are the same.
+  std::vector<torch::Tensor> present;
+  for (const auto& gradient : *sums.gradients)
+    if (gradient.defined()) present.push_back(gradient);
+  if (present.empty()) return;
+  if (options_.normalize_gradients && norm != 0) at::_foreach_div_(present, norm);
+  if (factors)
+    for (std::size_t i = 0; i < sums.gradients->size(); ++i)
+      if ((*factors)[i] != 1.0 && (*sums.gradients)[i].defined())
+        (*sums.gradients)[i].mul_((*factors)[i]);
+  // Element-wise clipping and the NaN check from one norm per gradient, copied to the host
+  // together: no element of a gradient exceeds its norm, so a gradient whose norm is within
+  // clip_grad_value (with a margin for the norm's rounding) is left as clamping would leave it.
+  // The others are clamped, and a NaN then still makes their sum NaN (clamp keeps NaN; an
+  // infinity is clipped, as before).
+  auto norms = torch::stack(at::_foreach_norm(present)).to(torch::kCPU, torch::kFloat64);
+  const double* gradient_norm = norms.data_ptr<double>();
+  const double untouched = options_.clip_grad_value * (1 - 1e-3);
   std::vector<torch::Tensor> checks;
-  auto& gradients = *sums.gradients;
-  for (std::size_t i = 0; i < gradients.size(); ++i) {
-    auto& gradient = gradients[i];
-    if (!gradient.defined()) continue;
-    if (options_.normalize_gradients && norm != 0) gradient.div_(norm);
-    if (factors && (*factors)[i] != 1.0) gradient.mul_((*factors)[i]);
-    gradient.clamp_(-options_.clip_grad_value, options_.clip_grad_value);
-    checks.push_back(gradient.sum(torch::kDouble));
+  for (std::size_t k = 0; k < present.size(); ++k) {
+    if (gradient_norm[k] <= untouched) continue;  // false for NaN
+    present[k].clamp_(-options_.clip_grad_value, options_.clip_grad_value);
+    checks.push_back(present[k].sum(torch::kDouble));
   }
   if (!checks.empty() && !std::isfinite(torch::stack(checks).sum().item<double>()))
     throw Error("task " + task.name + ": a gradient is NaN or infinite at step " +
@@ -191,13 +283,30 @@ void ParameterUpdate::prepare_gradients(const Task& task, const TaskSums& sums, 
 
 void ParameterUpdate::clip_norm(std::vector<torch::Tensor>& gradients) const {
   if (options_.clip_grad_norm <= 0) return;
-  double total = 0;
+  std::vector<torch::Tensor> present;
   for (const auto& gradient : gradients)
-    if (gradient.defined()) total += gradient.square().sum().item<double>();
+    if (gradient.defined()) present.push_back(gradient);
+  if (present.empty()) return;
+  // In place: every gradient here is owned by its parameter (TaskTrainer::run_minibatch).
+#if TORCH_VERSION_MAJOR >= 2
+  if (present.front().is_cuda()) {
+    // On a GPU the norm stays there, as the factor min(1, clip_grad_norm / norm): a copy to
+    // the host would wait for every kernel queued before it. A factor of 1 changes nothing.
+    auto total = torch::stack(at::_foreach_norm(present)).square().sum().sqrt();
+    at::_foreach_mul_(present, (options_.clip_grad_norm / total).clamp_max(1.0));
+    return;
+  }
+#endif
+  // One copy to the host for all the squared norms, added in double in parameter order.
+  std::vector<torch::Tensor> squares;
+  for (const auto& gradient : present) squares.push_back(gradient.square().sum());
+  auto on_host = torch::stack(squares).to(torch::kCPU, torch::kFloat64);
+  const double* square = on_host.data_ptr<double>();
+  double total = 0;
+  for (std::size_t i = 0; i < present.size(); ++i) total += square[i];
   total = std::sqrt(total);
   if (total > options_.clip_grad_norm)
-    for (auto& gradient : gradients)
-      if (gradient.defined()) gradient = gradient * (options_.clip_grad_norm / total);
+    at::_foreach_mul_(present, options_.clip_grad_norm / total);
 }
 
 void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_rate,

@@ -23,6 +23,18 @@ std::vector<std::string> frozen_parameter_names(
     const OptimizerOptions& options, const ConfigSection& trainer_section,
     const std::vector<std::pair<std::string, torch::Tensor>>& named);
 
+// torch::optim::Adam's update computed with multi-tensor (_foreach) kernels: about eight kernels
+// per step for all parameters of a group, where torch::optim::Adam launches about eight per
+// parameter, which on a GPU cost more than the arithmetic for models of a few hundred small
+// tensors (README, "GPUs, mixed precision and another LibTorch"). Same options, state and
+// checkpoints, and on the CPU the same operations in the same order per parameter: its results
+// are Adam's to the bit (test MultiTensorAdam.MatchesTorchAdamToTheBit).
+class MultiTensorAdam : public torch::optim::Adam {
+ public:
+  using torch::optim::Adam::Adam;
+  torch::Tensor step(LossClosure closure = nullptr) override;
+};
+
 class ParameterUpdate {
  public:
   struct Task {
