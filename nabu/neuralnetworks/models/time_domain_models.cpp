@@ -32,9 +32,17 @@ void declare_norm(OptionsReader& r, const std::string& key, Norm& value, const s
            help);
 }
 
+// x * mask, or x where the mask is undefined: a batch without padding (all its utterances as
+// long as the batch) has no mask, since multiplying by ones changes nothing and each kernel left
+// out is a launch less on a GPU.
+torch::Tensor masked(const torch::Tensor& x, const torch::Tensor& mask) {
+  return mask.defined() ? x * mask : x;
+}
+
 // Layer normalisation of x [B, C, T] with per-channel gain and bias. mask [B, 1, T] is 1 on real
-// frames. gLN: statistics over all channels and real frames of an utterance; cLN: over all
-// channels and the frames up to t (causal); chanLN: over the channels of each frame.
+// frames (undefined: all are). gLN: statistics over all channels and real frames of an
+// utterance; cLN: over all channels and the frames up to t (causal); chanLN: over the channels
+// of each frame.
 class FrameNormImpl : public torch::nn::Module {
  public:
   FrameNormImpl(Norm kind, int64_t channels, const torch::Device& device) : kind_(kind) {
@@ -49,9 +57,16 @@ class FrameNormImpl : public torch::nn::Module {
     torch::Tensor mean, variance;
     switch (kind_) {
       case Norm::kGlobal: {
-        auto count = (mask.sum({1, 2}, /*keepdim=*/true) * channels).clamp_min(1.0);
-        mean = (x * mask).sum({1, 2}, /*keepdim=*/true) / count;
-        variance = ((x - mean).pow(2) * mask).sum({1, 2}, /*keepdim=*/true) / count;
+        // Without a mask the count is what the mask's sum times the channels gives, in float.
+        auto count =
+            mask.defined()
+                ? (mask.sum({1, 2}, /*keepdim=*/true) * channels).clamp_min(1.0)
+                : torch::full({x.size(0), 1, 1},
+                              std::max(static_cast<float>(x.size(2)) *
+                                           static_cast<float>(channels), 1.0F),
+                              x.options());
+        mean = masked(x, mask).sum({1, 2}, /*keepdim=*/true) / count;
+        variance = masked((x - mean).pow(2), mask).sum({1, 2}, /*keepdim=*/true) / count;
         break;
       }
       case Norm::kCumulative: {
@@ -67,7 +82,7 @@ class FrameNormImpl : public torch::nn::Module {
         variance = (x - mean).pow(2).mean(1, /*keepdim=*/true);
         break;
     }
-    return ((x - mean) * torch::rsqrt(variance + kEpsilon) * gain_ + bias_) * mask;
+    return masked((x - mean) * torch::rsqrt(variance + kEpsilon) * gain_ + bias_, mask);
   }
 
  private:
@@ -79,9 +94,9 @@ TORCH_MODULE(FrameNorm);
 // What the encoder tells the separator and the decoder about a batch.
 struct EncodedBatch {
   torch::Tensor frames;  // [B, N, K] after ReLU, zero past each K_b
-  torch::Tensor mask;    // [B, 1, K], 1 on real frames
+  torch::Tensor mask;    // [B, 1, K], 1 on real frames; undefined when all K are real
   torch::Tensor frame_lengths;  // [B] K_b
-  torch::Tensor real_samples;   // [B, N], 1 on each utterance's samples
+  torch::Tensor real_samples;   // [B, N], 1 on each utterance's samples; undefined when all are
   int64_t samples = 0;   // the input's N
 };
 
@@ -117,16 +132,19 @@ class WaveformCodec {
     const int64_t frames = frames_for(torch::tensor({batch.samples})).item<int64_t>();
     const int64_t padded = (frames - 1) * stride() + kernel;
     // The last frame of an utterance reaches past its samples: zeros there, as when it is alone.
-    batch.real_samples =
-        frame_mask(lengths.to(torch::kLong).cpu(), batch.samples, waveform.scalar_type())
-            .to(waveform.device());
-    auto signal = F::pad(waveform * batch.real_samples,
+    auto sample_lengths = lengths.to(torch::kLong).cpu();
+    if (sample_lengths.lt(batch.samples).any().item<bool>())
+      batch.real_samples = frame_mask(sample_lengths, batch.samples, waveform.scalar_type())
+                               .to(waveform.device());
+    auto signal = F::pad(masked(waveform, batch.real_samples),
                          F::PadFuncOptions({0, padded - batch.samples}))
                       .unsqueeze(1);
-    batch.mask = frame_mask(batch.frame_lengths.cpu(), frames, waveform.scalar_type())
-                     .to(waveform.device())
-                     .unsqueeze(1);
-    batch.frames = torch::relu(encoder_->forward(signal)) * batch.mask;
+    auto frame_lengths = batch.frame_lengths.cpu();
+    if (frame_lengths.lt(frames).any().item<bool>())
+      batch.mask = frame_mask(frame_lengths, frames, waveform.scalar_type())
+                       .to(waveform.device())
+                       .unsqueeze(1);
+    batch.frames = masked(torch::relu(encoder_->forward(signal)), batch.mask);
     return batch;
   }
 
@@ -136,7 +154,7 @@ class WaveformCodec {
     auto flat = masked.reshape({utterances * speakers, masked.size(2), masked.size(3)});
     auto signals = decoder_->forward(flat).reshape({utterances, speakers, -1});
     signals = signals.narrow(2, 0, batch.samples).transpose(1, 2);
-    return signals * batch.real_samples.unsqueeze(2);
+    return batch.real_samples.defined() ? signals * batch.real_samples.unsqueeze(2) : signals;
   }
 
  private:
@@ -229,14 +247,15 @@ class WaveformMaskModel : public Model {
     expect_inputs(inputs, 1, 1);
     auto encoded = codec_.encode(waveform_input(*this, inputs[0]), seq_lengths);
     auto features =
-        bottleneck_->forward(input_norm_->forward(encoded.frames, encoded.mask)) * encoded.mask;
+        masked(bottleneck_->forward(input_norm_->forward(encoded.frames, encoded.mask)),
+               encoded.mask);
     return {std::move(encoded), features};
   }
 
   // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
   torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded) {
-    auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity) *
-                 encoded.mask.unsqueeze(1);
+    auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity);
+    if (encoded.mask.defined()) masks = masks * encoded.mask.unsqueeze(1);
     return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded);
   }
 
@@ -349,11 +368,12 @@ class ConvTasNetModel : public WaveformMaskModel {
       hidden = F::pad(hidden, F::PadFuncOptions({block.left_context, block.right_context}));
       hidden = block.second_norm->forward(
           block.second_activation->forward(block.depthwise->forward(hidden)), mask);
-      if (!block.residual.is_empty()) features = features + block.residual->forward(hidden) * mask;
+      if (!block.residual.is_empty())
+        features = features + masked(block.residual->forward(hidden), mask);
       auto skip = block.skip->forward(hidden);
       skips = skips.defined() ? skips + skip : skip;
     }
-    auto logits = mask_layer_->forward(output_activation_->forward(skips * mask));
+    auto logits = mask_layer_->forward(output_activation_->forward(masked(skips, mask)));
     const int64_t batch = logits.size(0), frames = logits.size(2);
     logits = logits.reshape({batch, options_.num_speakers, options_.encoder_filters, frames});
     return decode(logits, encoded);
