@@ -1,12 +1,16 @@
 #include "nabu/pipeline/dynamic_mixing.h"
 
+#include <codec2/codec2.h>
 #include <sndfile.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <map>
+#include <memory>
 #include <set>
+#include <tuple>
 
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
@@ -338,6 +342,45 @@ torch::Tensor gsm_round_trip(const torch::Tensor& x, int sample_rate) {
   return torch::tensor(std::vector<double>(decoded.begin(), decoded.end()), torch::kFloat64);
 }
 
+// libcodec2's decoder draws random phases from codec2_rand(), one generator for the whole process
+// that no call of its API resets: two round trips of one signal would differ, and dynamic
+// mixtures must be the same for the same seed (resume is bit-identical). This definition takes
+// the library's place (libcodec2 calls it through its PLT, and the loader finds libnabu's
+// definition first): the library's own generator, per thread, restarted by every round trip.
+// ChannelAugmentation.Codec2KeepsThePitchAndOnlyItsOwnDraws fails if it is not the one called.
+namespace {
+thread_local unsigned long codec2_random_state = 1;
+}  // namespace
+
+extern "C" int codec2_rand(void) {
+  codec2_random_state = codec2_random_state * 1103515245UL + 12345UL;
+  return static_cast<int>((codec2_random_state / 65536) % 32768);
+}
+
+torch::Tensor codec2_round_trip(const torch::Tensor& x, int bitrate) {
+  const std::map<int, int> modes = {{3200, CODEC2_MODE_3200}, {2400, CODEC2_MODE_2400},
+                                    {1600, CODEC2_MODE_1600}, {1200, CODEC2_MODE_1200}};
+  auto mode = modes.find(bitrate);
+  if (mode == modes.end())
+    throw Error("Codec 2: no mode of " + std::to_string(bitrate) + " bit/s here");
+  std::unique_ptr<CODEC2, void (*)(CODEC2*)> codec(codec2_create(mode->second), codec2_destroy);
+  if (!codec) throw Error("Codec 2: libcodec2 has no " + std::to_string(bitrate) + " bit/s mode");
+  const auto values = values_of(x);
+  const std::size_t frame = static_cast<std::size_t>(codec2_samples_per_frame(codec.get()));
+  // Whole frames, the last one padded with zeros, then cut back to the input's length.
+  std::vector<short> samples((values.size() + frame - 1) / frame * frame, 0), decoded(samples.size());
+  for (std::size_t i = 0; i < values.size(); ++i)
+    samples[i] = static_cast<short>(std::clamp(std::round(values[i]), -32768.0, 32767.0));
+  std::vector<unsigned char> bits(static_cast<std::size_t>(codec2_bytes_per_frame(codec.get())));
+  codec2_random_state = 1;
+  for (std::size_t start = 0; start < samples.size(); start += frame) {
+    codec2_encode(codec.get(), bits.data(), samples.data() + start);
+    codec2_decode(codec.get(), decoded.data() + start, bits.data());
+  }
+  return torch::tensor(std::vector<double>(decoded.begin(), decoded.begin() + values.size()),
+                       torch::kFloat64);
+}
+
 torch::Tensor apply_channel(const torch::Tensor& samples, const Channel& channel,
                             int sample_rate) {
   auto x = samples.to(torch::kFloat64);
@@ -346,12 +389,14 @@ torch::Tensor apply_channel(const torch::Tensor& samples, const Channel& channel
                                       sample_rate, channel.room_seed));
   if (channel.tilt_db != 0) x = spectral_tilt(x, channel.tilt_db);
   if (channel.telephone) x = telephone_band(x, sample_rate);
-  if (channel.gsm) {
-    // The codec takes int16 samples: at half of full scale, far from clipping and from the
-    // last bits (mix_sources sets the level of every source afterwards anyway).
-    double peak = x.abs().max().item<double>();
-    if (peak > 0) x = gsm_round_trip(x * (0.5 * kFullScale / peak), sample_rate);
-  }
+  // The codecs take int16 samples: at half of full scale, far from clipping and from the last
+  // bits (mix_sources sets the level of every source afterwards anyway).
+  auto at_half_scale = [](const torch::Tensor& signal) {
+    double peak = signal.abs().max().item<double>();
+    return peak > 0 ? signal * (0.5 * kFullScale / peak) : signal;
+  };
+  if (channel.gsm) x = gsm_round_trip(at_half_scale(x), sample_rate);
+  if (channel.codec2_bitrate > 0) x = codec2_round_trip(at_half_scale(x), channel.codec2_bitrate);
   return x;
 }
 
@@ -402,10 +447,14 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
                                                    : "trainer.cfg dynamic_mixing_sources") +
                     "): " + e.what());
   }
-  if (options_.channels.gsm > 0 && pool_->sample_rate() != 8000)
-    throw ConfigError(what + ": dynamic_mixing_gsm needs 8 kHz sources (GSM 06.10 is a "
-                             "narrow-band codec); the sources are at " +
-                      std::to_string(pool_->sample_rate()) + " Hz");
+  for (auto [key, value, codec] :
+       {std::tuple<const char*, double, const char*>{"dynamic_mixing_gsm", options_.channels.gsm,
+                                                     "GSM 06.10"},
+        {"dynamic_mixing_codec2", options_.channels.codec2, "Codec 2"}})
+    if (value > 0 && pool_->sample_rate() != 8000)
+      throw ConfigError(what + ": " + key + " needs 8 kHz sources (" + codec +
+                        " is a narrow-band codec); the sources are at " +
+                        std::to_string(pool_->sample_rate()) + " Hz");
   // Features of a mixture at another rate would mean something else than the stores' (other
   // frame lengths and bins): the sources must be at the rate of the task's own training data.
   const std::string& training_file = source_lines.front().fields.front();
@@ -496,6 +545,14 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
       c.gsm = uniform(rng, 0.0, 1.0) < o.gsm;
       d.channels.push_back(c);
     }
+    // Drawn after the others and only when asked for, so runs of the other channels see the
+    // draws they saw before this channel existed.
+    if (o.codec2 > 0)
+      for (auto& c : d.channels) {
+        bool coded = uniform(rng, 0.0, 1.0) < o.codec2;
+        int bitrate = kCodec2Bitrates[below(rng, std::size(kCodec2Bitrates))];
+        if (coded) c.codec2_bitrate = bitrate;
+      }
   }
   return d;
 }

@@ -92,7 +92,10 @@ struct ChannelOptions {
   double tilt_range = 0.0;  // dB: spectral tilt uniform in +- this; 0 = off
   double telephone = 0.0;   // probability of the telephone band, 300-3400 Hz
   double gsm = 0.0;         // probability of a GSM 06.10 round trip (8 kHz sources only)
-  bool any() const { return reverb > 0 || tilt_range > 0 || telephone > 0 || gsm > 0; }
+  double codec2 = 0.0;      // probability of a Codec 2 round trip (8 kHz sources only)
+  bool any() const {
+    return reverb > 0 || tilt_range > 0 || telephone > 0 || gsm > 0 || codec2 > 0;
+  }
 };
 
 // One source's channel, applied in this order: room, microphone (tilt), line (band), codec.
@@ -102,6 +105,7 @@ struct Channel {
   uint64_t room_seed = 0;
   double tilt_db = 0.0;
   bool telephone = false, gsm = false;
+  int codec2_bitrate = 0;  // bit/s of a Codec 2 round trip; 0 = none
 };
 torch::Tensor apply_channel(const torch::Tensor& samples, const Channel& channel,
                             int sample_rate);
@@ -119,6 +123,10 @@ torch::Tensor spectral_tilt(const torch::Tensor& x, double tilt_db);
 torch::Tensor telephone_band(const torch::Tensor& x, int sample_rate);
 // Encoded as GSM 06.10 and decoded again by libsndfile, in memory; int16 scale in and out.
 torch::Tensor gsm_round_trip(const torch::Tensor& x, int sample_rate);
+// Encoded and decoded again by libcodec2 at one of kCodec2Bitrates (8 kHz; int16 scale in and
+// out). A vocoder: it keeps the pitch and the spectral envelope, not the waveform.
+inline constexpr int kCodec2Bitrates[] = {3200, 2400, 1600, 1200};
+torch::Tensor codec2_round_trip(const torch::Tensor& x, int bitrate);
 
 struct DynamicMixingOptions {
   std::vector<std::string> source_lists;  // empty: the sources on the task's target lines

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 
@@ -590,6 +591,17 @@ double sine_gain(const std::function<torch::Tensor(const torch::Tensor&)>& filte
   return out.slice(0, 4000).square().mean().sqrt().item<double>() * std::sqrt(2.0);
 }
 
+// A voiced, speech-like second at 8 kHz: harmonics of 120 Hz with a slow envelope, int16 scale.
+torch::Tensor voiced_signal() {
+  std::vector<double> voiced(8000);
+  for (int n = 0; n < 8000; ++n) {
+    double envelope = 0.6 + 0.4 * std::sin(2 * M_PI * 3 * n / 8000.0);
+    for (int k = 1; k <= 20; ++k)
+      voiced[n] += envelope * 8000.0 / k * std::sin(2 * M_PI * 120 * k * n / 8000.0 + k);
+  }
+  return torch::tensor(voiced, torch::kFloat64);
+}
+
 }  // namespace
 
 // The channel's parts against their definitions: convolution against the direct sum, the room's
@@ -639,14 +651,7 @@ TEST(ChannelAugmentation, PartsMatchTheirDefinitions) {
         << f;
   }
 
-  // A voiced, speech-like signal: harmonics of 120 Hz with a slow envelope, int16 scale.
-  std::vector<double> voiced(8000);
-  for (int n = 0; n < 8000; ++n) {
-    double envelope = 0.6 + 0.4 * std::sin(2 * M_PI * 3 * n / 8000.0);
-    for (int k = 1; k <= 20; ++k)
-      voiced[n] += envelope * 8000.0 / k * std::sin(2 * M_PI * 120 * k * n / 8000.0 + k);
-  }
-  auto clean = torch::tensor(voiced, torch::kFloat64);
+  auto clean = voiced_signal();
   auto coded = gsm_round_trip(clean, 8000);
   ASSERT_EQ(coded.size(0), clean.size(0));
   double snr = 10 * std::log10(clean.square().sum().item<double>() /
@@ -654,6 +659,83 @@ TEST(ChannelAugmentation, PartsMatchTheirDefinitions) {
   EXPECT_GT(snr, 3.0) << "the codec keeps the signal";
   EXPECT_LT(snr, 40.0) << "the codec changes the signal";
   EXPECT_TRUE(torch::equal(coded, gsm_round_trip(clean, 8000)));
+}
+
+// Codec 2 is a vocoder: it keeps the pitch and the spectral envelope but not the waveform, so
+// it is checked by what it keeps (the energy near the harmonics of a voiced signal) rather than
+// by the error, and its draws change nothing of the other channels' draws.
+TEST(ChannelAugmentation, Codec2KeepsThePitchAndOnlyItsOwnDraws) {
+  auto clean = voiced_signal();
+  // The share of the energy within 15 Hz of the harmonics of 120 Hz (a 1-Hz spectrum).
+  auto harmonic_share = [](const torch::Tensor& x) {
+    auto power = torch::fft::rfft(x).abs().square();
+    double near = 0;
+    for (int k = 1; k * 120 < 4000; ++k)
+      near += power.slice(0, k * 120 - 15, k * 120 + 16).sum().item<double>();
+    return near / power.sum().item<double>();
+  };
+  EXPECT_GT(harmonic_share(clean), 0.99);
+  std::vector<torch::Tensor> outputs;
+  for (int bitrate : kCodec2Bitrates) {
+    SCOPED_TRACE(bitrate);
+    auto coded = codec2_round_trip(clean, bitrate);
+    ASSERT_EQ(coded.size(0), clean.size(0));
+    EXPECT_GT(harmonic_share(coded), 0.6) << "the vocoder keeps the pitch";
+    double level_db = 10 * std::log10(coded.square().sum().item<double>() /
+                                      clean.square().sum().item<double>());
+    EXPECT_LT(std::abs(level_db), 6.0) << "and about the level";
+    EXPECT_FALSE(torch::equal(coded, clean));
+    EXPECT_TRUE(torch::equal(coded, codec2_round_trip(clean, bitrate)));
+    outputs.push_back(coded);
+  }
+  EXPECT_FALSE(torch::equal(outputs.front(), outputs.back())) << "3200 and 1200 bit/s differ";
+  // Noise has no pitch to keep: the measure is not one any output passes.
+  EXPECT_LT(harmonic_share(torch::randn({8000}, torch::kFloat64) * 3000), 0.4);
+  EXPECT_NE(error_of([&] { codec2_round_trip(clean, 2000); }).find("no mode of 2000 bit/s"),
+            std::string::npos);
+
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  auto without = data.options("20"), with = data.options("20");
+  without.channels = {0.5, 6.0, 0.5, 0.5};
+  with.channels = {0.5, 6.0, 0.5, 0.5, 0.5};
+  DynamicMixtureSet plain(recipe, data.inputs(), data.targets(), without, "t");
+  DynamicMixtureSet coded(recipe, data.inputs(), data.targets(), with, "t");
+  std::map<int, int> bitrates;
+  int count = 0;
+  for (int64_t index = 0; index < 16; ++index) {
+    auto a = plain.draw(0, index), b = coded.draw(0, index);
+    ASSERT_EQ(a.channels.size(), b.channels.size());
+    for (std::size_t k = 0; k < a.channels.size(); ++k) {
+      ++count;
+      EXPECT_EQ(a.channels[k].rt60, b.channels[k].rt60);
+      EXPECT_EQ(a.channels[k].tilt_db, b.channels[k].tilt_db);
+      EXPECT_EQ(a.channels[k].telephone, b.channels[k].telephone);
+      EXPECT_EQ(a.channels[k].gsm, b.channels[k].gsm);
+      EXPECT_EQ(a.channels[k].codec2_bitrate, 0);
+      ++bitrates[b.channels[k].codec2_bitrate];
+    }
+  }
+  EXPECT_TRUE(bitrates[0] > 6 && bitrates[0] < 26) << bitrates[0] << " of " << count;
+  EXPECT_EQ(bitrates.size(), 5u) << "no source coded, and each of the four bit rates";
+  auto d = coded.draw(0, 0);
+  auto mixed = coded.signals(d);
+  EXPECT_TRUE(torch::equal(mixed.mixture, mixed.sources[0] + mixed.sources[1]));
+
+  auto other_rate = data.options_of_16khz_sources();
+  other_rate.channels.codec2 = 0.5;
+  auto message =
+      error_of([&] { DynamicMixtureSet(recipe, data.inputs(), data.targets(), other_rate, "t"); });
+  EXPECT_NE(message.find("t: dynamic_mixing_codec2 needs 8 kHz sources (Codec 2 is a narrow-band "
+                         "codec); the sources are at 16000 Hz"),
+            std::string::npos)
+      << message;
+  message = error_of([&] {
+    read_trainer_options(ConfigFile::parse(
+        "[trainer]\ntasks = t\ndynamic_mixing = True\ndynamic_mixing_codec2 = 2\n", "trainer.cfg"));
+  });
+  EXPECT_NE(message.find("[trainer] dynamic_mixing_codec2: is a probability"), std::string::npos)
+      << message;
 }
 
 // Channels are drawn after everything else: the same sources, gains and crops as without them,

@@ -33,7 +33,8 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
       mixing.level_range = data.dynamic_mixing_level_range;
       mixing.speed_range = data.dynamic_mixing_speed_range;
       mixing.channels = {data.dynamic_mixing_reverb, data.dynamic_mixing_tilt_range,
-                         data.dynamic_mixing_telephone, data.dynamic_mixing_gsm};
+                         data.dynamic_mixing_telephone, data.dynamic_mixing_gsm,
+                         data.dynamic_mixing_codec2};
       mixing.seed =
           seed * 1000003ULL + stable_hash("dynamic mixing/" + spec_.name + "/" + set.name);
       options.mixing = mixing;

@@ -260,6 +260,9 @@ void DataOptions::declare(OptionsReader& r) {
   r("dynamic_mixing_gsm", dynamic_mixing_gsm,
     "new: probability that a source goes through a GSM 06.10 round trip (a mobile phone's "
     "codec; 8 kHz sources)");
+  r("dynamic_mixing_codec2", dynamic_mixing_codec2,
+    "new: probability that a source goes through a Codec 2 round trip at 3200, 2400, 1600 or "
+    "1200 bit/s, drawn uniformly (a digital radio's vocoder; 8 kHz sources)");
 
   for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");
   for (int value : numbatches_to_aggregate)
@@ -276,6 +279,7 @@ void DataOptions::declare(OptionsReader& r) {
                                                           dynamic_mixing_reverb},
                             {"dynamic_mixing_telephone", dynamic_mixing_telephone},
                             {"dynamic_mixing_gsm", dynamic_mixing_gsm},
+                            {"dynamic_mixing_codec2", dynamic_mixing_codec2},
                             {"dynamic_mixing_tilt_range", dynamic_mixing_tilt_range}}) {
     if (key != std::string("dynamic_mixing_tilt_range"))
       r.require(value >= 0 && value <= 1, key, "is a probability: must be in [0, 1]");

@@ -103,7 +103,7 @@ struct DataOptions {
   double dynamic_mixing_speed_range = 0.0;
   // Channel augmentation of each source (pipeline/dynamic_mixing.h ChannelOptions).
   double dynamic_mixing_reverb = 0.0, dynamic_mixing_tilt_range = 0.0;
-  double dynamic_mixing_telephone = 0.0, dynamic_mixing_gsm = 0.0;
+  double dynamic_mixing_telephone = 0.0, dynamic_mixing_gsm = 0.0, dynamic_mixing_codec2 = 0.0;
 
   void declare(OptionsReader& r);
 };
