@@ -86,6 +86,15 @@ std::vector<double> values_of(const torch::Tensor& x) {
                              contiguous.data_ptr<double>() + contiguous.numel());
 }
 
+// x rounded to int16 samples (clipped), `length` of them (>= x's), zeros past x: a codec's input.
+std::vector<short> int16_samples(const torch::Tensor& x, std::size_t length) {
+  auto values = values_of(x);
+  std::vector<short> samples(std::max(length, values.size()), 0);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    samples[i] = static_cast<short>(std::clamp(std::round(values[i]), -32768.0, 32767.0));
+  return samples;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -315,10 +324,7 @@ torch::Tensor telephone_band(const torch::Tensor& x, int sample_rate) {
 }
 
 torch::Tensor gsm_round_trip(const torch::Tensor& x, int sample_rate) {
-  auto values = values_of(x);
-  std::vector<short> samples(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i)
-    samples[i] = static_cast<short>(std::clamp(std::round(values[i]), -32768.0, 32767.0));
+  auto samples = int16_samples(x, 0);
   SF_VIRTUAL_IO io{MemoryFile::length, MemoryFile::seek, MemoryFile::read, MemoryFile::write,
                    MemoryFile::tell};
   MemoryFile file;
@@ -365,19 +371,18 @@ torch::Tensor codec2_round_trip(const torch::Tensor& x, int bitrate) {
     throw Error("Codec 2: no mode of " + std::to_string(bitrate) + " bit/s here");
   std::unique_ptr<CODEC2, void (*)(CODEC2*)> codec(codec2_create(mode->second), codec2_destroy);
   if (!codec) throw Error("Codec 2: libcodec2 has no " + std::to_string(bitrate) + " bit/s mode");
-  const auto values = values_of(x);
+  const auto length = static_cast<std::size_t>(x.numel());
   const std::size_t frame = static_cast<std::size_t>(codec2_samples_per_frame(codec.get()));
   // Whole frames, the last one padded with zeros, then cut back to the input's length.
-  std::vector<short> samples((values.size() + frame - 1) / frame * frame, 0), decoded(samples.size());
-  for (std::size_t i = 0; i < values.size(); ++i)
-    samples[i] = static_cast<short>(std::clamp(std::round(values[i]), -32768.0, 32767.0));
+  auto samples = int16_samples(x, (length + frame - 1) / frame * frame);
+  std::vector<short> decoded(samples.size());
   std::vector<unsigned char> bits(static_cast<std::size_t>(codec2_bytes_per_frame(codec.get())));
   codec2_random_state = 1;
   for (std::size_t start = 0; start < samples.size(); start += frame) {
     codec2_encode(codec.get(), bits.data(), samples.data() + start);
     codec2_decode(codec.get(), decoded.data() + start, bits.data());
   }
-  return torch::tensor(std::vector<double>(decoded.begin(), decoded.begin() + values.size()),
+  return torch::tensor(std::vector<double>(decoded.begin(), decoded.begin() + length),
                        torch::kFloat64);
 }
 
