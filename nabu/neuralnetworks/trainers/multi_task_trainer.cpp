@@ -296,9 +296,10 @@ void MultiTaskTrainer::training_step() {
   std::vector<ParameterUpdate::TaskSums> sums;
   for (auto& task : tasks_) sums.push_back({task->loss_sum(), task->norm_sum(), &task->gradients()});
   auto optimizer_start = Clock::now();
+  last_learning_rate_ = current_learning_rate();
   if (gradients_finite()) {
     RECORD_USER_SCOPE("nabu::optimizer");
-    update_->apply(sums, current_learning_rate(), state_.step,
+    update_->apply(sums, last_learning_rate_, state_.step,
                    "the best validated model is kept in " + layout().validated().string());
   }
   last_phases_ = PhaseTimes{};
@@ -543,7 +544,7 @@ void MultiTaskTrainer::after_update() {
     report.examples += task.examples_seen();
     report.frames += task.frames_seen();
   }
-  report.learning_rate = current_learning_rate();
+  report.learning_rate = last_learning_rate_;
   report.seconds = last_step_seconds_;
   report.allreduce_seconds = last_allreduce_seconds_;
   report.extra["phases"] = last_phases_.to_json();

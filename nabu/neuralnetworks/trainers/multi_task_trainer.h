@@ -105,6 +105,7 @@ class MultiTaskTrainer : public StageTrainer {
   int64_t num_steps_ = 0;
   std::string stop_reason_;
   double last_step_seconds_ = 0;
+  double last_learning_rate_ = 0;  // the rate the last update applied (metrics.jsonl's lr)
   double last_allreduce_seconds_ = 0;  // of the last update (0 with one process)
   // Distributed: a rank had been signalled when the last update's sums were all-reduced, so
   // every rank stops after the same update.
