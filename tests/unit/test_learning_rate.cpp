@@ -223,3 +223,21 @@ TEST_F(TrainingRun, ResumedRunHasTheUninterruptedRunsLearningRates) {
     EXPECT_LT(a.begin()->second, std::next(a.begin(), 5)->second) << stage;
   }
 }
+
+// A cosine anneals over the updates a stage makes: max_steps when that ends the stage before
+// num_epochs would (the DC recipe's 10 epochs of the tone corpus are far more updates), so the
+// last update of a capped stage gets almost lr_min, not a rate barely below the initial one.
+TEST_F(TrainingRun, CosineAnnealsOverTheStagesMaxSteps) {
+  auto result = train("exp", "--max-steps=12 --set trainer.cfg:trainer:lr_schedule=cosine"
+                             " --set trainer.cfg:trainer:learning_rate_decay=1"
+                             " --set trainer.cfg:trainer:valid_adapt=False");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  auto rates = training_values_by_step(dir_ / "exp/100/metrics.jsonl", "lr");
+  ASSERT_EQ(rates.size(), 12u) << result.output;
+  const double initial = rates.at(1);  // update n is the schedule's step n - 1
+  const double pi = std::acos(-1.0);
+  for (const auto& [update, rate] : rates)
+    EXPECT_NEAR(rate, initial * 0.5 * (1 + std::cos(pi * (update - 1) / 12.0)), 1e-12 * initial)
+        << "update " << update;
+  EXPECT_LT(rates.at(12), 0.02 * initial);
+}

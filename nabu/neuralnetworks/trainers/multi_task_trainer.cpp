@@ -1,5 +1,6 @@
 #include "nabu/neuralnetworks/trainers/multi_task_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -35,6 +36,15 @@ NABU_REGISTER_DOCUMENTED(trainer_registry, "multi_task",
                          "minibatches, validation-driven learning rate and early stopping");
 
 namespace {
+
+// The updates a schedule spans: a cosine anneals over the updates the stage will make, its
+// max_steps when that ends it sooner than num_epochs (docs/trainer.md, "Learning rate"); the
+// other schedules keep the original's num_steps.
+int64_t schedule_span(const LearningRateSchedule& schedule, int64_t num_steps, int64_t max_steps) {
+  if (schedule.kind == LearningRateSchedule::Kind::kCosine && max_steps > 0)
+    return std::min(num_steps, max_steps);
+  return num_steps;
+}
 
 // Gradients (undefined -> zeros) as one buffer and back, so a rank all-reduces one buffer per
 // task instead of one call per parameter.
@@ -144,6 +154,10 @@ void MultiTaskTrainer::build() {
                       std::to_string(stage_.batch_size) + " x numbatches_to_aggregate " +
                       std::to_string(stage_.numbatches_to_aggregate) +
                       "; lower them or add data");
+  const auto schedule = LearningRateSchedule::from(options_.learning_rate, stage_);
+  if (schedule.kind == LearningRateSchedule::Kind::kCosine)
+    spdlog::info("learning rate: cosine from {} to {} over {} updates", schedule.initial,
+                 schedule.min, schedule_span(schedule, num_steps_, stage_.max_steps));
 
   // Frozen parameters get no gradient and no optimizer state.
   auto named = bank_->named_parameters();
@@ -239,8 +253,9 @@ StageScheduleSettings MultiTaskTrainer::schedule_settings() const {
 }
 
 double MultiTaskTrainer::current_learning_rate() const {
-  return LearningRateSchedule::from(options_.learning_rate, stage_)(state_.step, num_steps_,
-                                                      state_.validation.lr_factor);
+  const auto schedule = LearningRateSchedule::from(options_.learning_rate, stage_);
+  return schedule(state_.step, schedule_span(schedule, num_steps_, stage_.max_steps),
+                  state_.validation.lr_factor);
 }
 
 void MultiTaskTrainer::all_reduce_sums() {

@@ -74,7 +74,8 @@ void ScheduleOptions::declare(OptionsReader& r) {
   r("num_epochs", num_epochs, "passes over the training data per stage (sets num_steps)");
   r("max_steps", max_steps,
     "per segment length (or one value): stop the stage after this many updates, -1 = no "
-    "limit; the learning rate still decays over num_steps; --max-steps overrides it (new)");
+    "limit; the learning rate still decays over num_steps, except a cosine, which anneals over "
+    "these updates; --max-steps overrides it (new)");
   r("valid_frequency", valid_frequency, "updates between validations (first one at step 0)");
   r("valid_every_seconds", valid_every_seconds,
     "also validate when this many seconds of training passed since the last validation, "
@@ -137,7 +138,8 @@ void LearningRateOptions::declare(OptionsReader& r) {
   r.choice("lr_schedule", lr_schedule, {"exponential", "step", "cosine", "noam"},
            "new: exponential (initial * learning_rate_decay^(step/num_steps), the original's), "
            "step (initial * lr_step_factor^floor(step/lr_step_size)), cosine (half a cosine "
-           "from initial to lr_min over num_steps) or noam (initial * min(n/W, sqrt(W/n)) for "
+           "from initial to lr_min over num_steps, or over max_steps when that ends the stage "
+           "sooner) or noam (initial * min(n/W, sqrt(W/n)) for "
            "the n-th update, W = warmup_steps: peaks at initial at update W); every schedule "
            "is multiplied by the halving of valid_adapt (docs/trainer.md)");
   r("warmup_steps", warmup_steps,
@@ -147,7 +149,9 @@ void LearningRateOptions::declare(OptionsReader& r) {
   r("lr_step_factor", lr_step_factor,
     "new: lr_schedule = step: the learning rate is multiplied by this every lr_step_size "
     "updates");
-  r("lr_min", lr_min, "new: lr_schedule = cosine: the learning rate at the stage's num_steps");
+  r("lr_min", lr_min,
+    "new: lr_schedule = cosine: the learning rate at the stage's last update (num_steps or "
+    "max_steps)");
 
   // A key of another schedule set to anything but its default is an error, not silently ignored
   // (the defaults, as config/defaults and the stage's trainer.cfg write them, pass).
