@@ -225,8 +225,9 @@ TEST_F(TrainingRun, ResumedRunHasTheUninterruptedRunsLearningRates) {
 }
 
 // A cosine anneals over the updates a stage makes: max_steps when that ends the stage before
-// num_epochs would (the DC recipe's 10 epochs of the tone corpus are far more updates), so the
-// last update of a capped stage gets almost lr_min, not a rate barely below the initial one.
+// num_epochs would (the DC recipe's 100 epochs of 16 tone mixtures in batches of 4 are 400
+// updates), so the last update of a capped stage gets almost lr_min, not 99.8 % of the initial
+// rate.
 TEST_F(TrainingRun, CosineAnnealsOverTheStagesMaxSteps) {
   auto result = train("exp", "--max-steps=12 --set trainer.cfg:trainer:lr_schedule=cosine"
                              " --set trainer.cfg:trainer:learning_rate_decay=1"
