@@ -364,8 +364,10 @@ extern "C" int codec2_rand(void) {
 }
 
 torch::Tensor codec2_round_trip(const torch::Tensor& x, int bitrate) {
-  const std::map<int, int> modes = {{3200, CODEC2_MODE_3200}, {2400, CODEC2_MODE_2400},
-                                    {1600, CODEC2_MODE_1600}, {1200, CODEC2_MODE_1200}};
+  // kCodec2Bitrates' modes (the header keeps libcodec2's constants out); the test of every
+  // rate fails if the two lists part.
+  static const std::map<int, int> modes = {{3200, CODEC2_MODE_3200}, {2400, CODEC2_MODE_2400},
+                                           {1600, CODEC2_MODE_1600}, {1200, CODEC2_MODE_1200}};
   auto mode = modes.find(bitrate);
   if (mode == modes.end())
     throw Error("Codec 2: no mode of " + std::to_string(bitrate) + " bit/s here");

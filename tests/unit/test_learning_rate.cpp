@@ -118,6 +118,27 @@ TEST(LearningRate, CosineWithWarmup) {
   EXPECT_DOUBLE_EQ(s(0, 80, 1.0), 0.5 * (1 + std::cos(0.0)) / 5);
 }
 
+TEST(LearningRate, CosineSpansTheStagesMaxStepsWhenThatEndsItFirst) {
+  auto s = schedule(Kind::kCosine, 1.0);
+  s.max_steps = 40;
+  const double pi = std::acos(-1.0);
+  EXPECT_EQ(s.span(1000), 40);
+  EXPECT_EQ(s.span(25), 25);  // num_epochs end the stage first
+  for (int64_t step : {0, 10, 20, 39, 40})
+    EXPECT_DOUBLE_EQ(s(step, 1000, 1.0), 0.5 * (1 + std::cos(pi * step / 40.0))) << step;
+  EXPECT_NEAR(s(40, 1000, 1.0), 0.0, 1e-15);  // the last capped update's successor: at min
+  EXPECT_DOUBLE_EQ(s(10, 25, 1.0), 0.5 * (1 + std::cos(pi * 10 / 25.0)));
+  s.max_steps = -1;  // no cap: num_steps
+  EXPECT_EQ(s.span(1000), 1000);
+  EXPECT_DOUBLE_EQ(s(500, 1000, 1.0), 0.5);
+  // The other schedules keep the original's num_steps under a cap.
+  auto exponential = schedule(Kind::kExponential, 1.0);
+  exponential.decay = 0.1;
+  exponential.max_steps = 40;
+  EXPECT_EQ(exponential.span(1000), 1000);
+  EXPECT_EQ(exponential(20, 1000, 1.0), learning_rate(1.0, 0.1, 20, 1000, 1.0));
+}
+
 TEST(LearningRate, NoamPeaksAtInitialAtTheWarmupthUpdateAndDecaysAsInverseSqrt) {
   auto s = schedule(Kind::kNoam, 1e-3, 100);
   // lr = initial * min(n / W, sqrt(W / n)), n = step + 1.
@@ -143,7 +164,8 @@ TEST(LearningRate, FromReadsTheTrainerKeysAndTheStagesRates) {
   auto cfg = ConfigFile::parse(
       "[trainer]\ntasks = task\nsegment_lengths = 100 full\ninitial_learning_rate = 0.01 0.002\n"
       "batch_size = 4 2\nnumbatches_to_aggregate = 1 1\n"
-      "lr_schedule = step\nlr_step_size = 7\nlr_step_factor = 0.3\nwarmup_steps = 3\n",
+      "lr_schedule = step\nlr_step_size = 7\nlr_step_factor = 0.3\nwarmup_steps = 3\n"
+      "max_steps = -1 30\n",
       "trainer.cfg");
   auto options = read_trainer_options(cfg);
   auto s = LearningRateSchedule::from(options.learning_rate, options.stage(1));
@@ -152,6 +174,7 @@ TEST(LearningRate, FromReadsTheTrainerKeysAndTheStagesRates) {
   EXPECT_EQ(s.step_size, 7);
   EXPECT_EQ(s.step_factor, 0.3);
   EXPECT_EQ(s.warmup_steps, 3);
+  EXPECT_EQ(s.max_steps, 30);
   auto defaults = read_trainer_options(ConfigFile::parse("[trainer]\ntasks = task\n", "t.cfg"));
   auto original = LearningRateSchedule::from(defaults.learning_rate, defaults.stage(0));
   EXPECT_EQ(original.kind, Kind::kExponential);

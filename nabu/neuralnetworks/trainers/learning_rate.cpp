@@ -27,7 +27,13 @@ LearningRateSchedule LearningRateSchedule::from(const LearningRateOptions& optio
   schedule.step_size = options.lr_step_size;
   schedule.step_factor = options.lr_step_factor;
   schedule.min = options.lr_min;
+  schedule.max_steps = stage.max_steps;
   return schedule;
+}
+
+int64_t LearningRateSchedule::span(int64_t num_steps) const {
+  if (kind == Kind::kCosine && max_steps > 0) return std::min(num_steps, max_steps);
+  return num_steps;
 }
 
 double LearningRateSchedule::operator()(int64_t step, int64_t num_steps,
@@ -46,9 +52,10 @@ double LearningRateSchedule::operator()(int64_t step, int64_t num_steps,
       rate = initial * std::pow(step_factor, static_cast<double>(step / step_size));
       break;
     case Kind::kCosine: {
-      double progress = num_steps > 0 ? std::min(1.0, static_cast<double>(step) /
-                                                          static_cast<double>(num_steps))
-                                      : 0.0;
+      const int64_t steps = span(num_steps);
+      double progress =
+          steps > 0 ? std::min(1.0, static_cast<double>(step) / static_cast<double>(steps))
+                    : 0.0;
       rate = min + (initial - min) * 0.5 * (1.0 + std::cos(std::acos(-1.0) * progress));
       break;
     }

@@ -37,15 +37,6 @@ NABU_REGISTER_DOCUMENTED(trainer_registry, "multi_task",
 
 namespace {
 
-// The updates a schedule spans: a cosine anneals over the updates the stage will make, its
-// max_steps when that ends it sooner than num_epochs (docs/trainer.md, "Learning rate"); the
-// other schedules keep the original's num_steps.
-int64_t schedule_span(const LearningRateSchedule& schedule, int64_t num_steps, int64_t max_steps) {
-  if (schedule.kind == LearningRateSchedule::Kind::kCosine && max_steps > 0)
-    return std::min(num_steps, max_steps);
-  return num_steps;
-}
-
 // Gradients (undefined -> zeros) as one buffer and back, so a rank all-reduces one buffer per
 // task instead of one call per parameter.
 torch::Tensor flatten(const std::vector<torch::Tensor>& gradients,
@@ -157,7 +148,7 @@ void MultiTaskTrainer::build() {
   const auto schedule = LearningRateSchedule::from(options_.learning_rate, stage_);
   if (schedule.kind == LearningRateSchedule::Kind::kCosine)
     spdlog::info("learning rate: cosine from {} to {} over {} updates", schedule.initial,
-                 schedule.min, schedule_span(schedule, num_steps_, stage_.max_steps));
+                 schedule.min, schedule.span(num_steps_));
 
   // Frozen parameters get no gradient and no optimizer state.
   auto named = bank_->named_parameters();
@@ -254,8 +245,7 @@ StageScheduleSettings MultiTaskTrainer::schedule_settings() const {
 
 double MultiTaskTrainer::current_learning_rate() const {
   const auto schedule = LearningRateSchedule::from(options_.learning_rate, stage_);
-  return schedule(state_.step, schedule_span(schedule, num_steps_, stage_.max_steps),
-                  state_.validation.lr_factor);
+  return schedule(state_.step, num_steps_, state_.validation.lr_factor);
 }
 
 void MultiTaskTrainer::all_reduce_sums() {
