@@ -159,6 +159,13 @@ class RecipeChecker {
                         ": no database.conf section [" + name + "]" +
                         did_you_mean(name, database_->section_names()));
     }
+    // A training stage reads stores cut at its segment length, and so does validation with
+    // validation_segments = stage (trainer.cfg's segment_lengths; docs/ini_semantics.md).
+    if (database_ && (role == TaskRole::kTrain ||
+                      (role == TaskRole::kValidation && spec.validation_segments == "stage")))
+      for (const auto& message : unstored_segment_lengths(
+               spec, *database_, stage_segments_, role == TaskRole::kTrain && dynamic_mixing_))
+        problem(message);
     check_graph(section);
     if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });
     if (!unreadable("loss.cfg")) guard([&] {
@@ -179,6 +186,8 @@ class RecipeChecker {
   void check_trainer(const ConfigFile& trainer) {
     TrainerOptions options;
     if (!guard([&] { options = read_trainer_options(trainer); })) return;
+    stage_segments_ = options.segment_lengths;
+    dynamic_mixing_ = options.data.dynamic_mixing;
     for (const auto& task : options.tasks) {
       const ConfigSection* section = trainer.find_section(task);
       if (!section) {
@@ -325,6 +334,8 @@ class RecipeChecker {
   const ConfigFile* loss_cfg_ = nullptr;
   bool missing_reconstructors_reported_ = false;
   std::vector<std::string> training_tasks_;
+  std::vector<std::string> stage_segments_;  // trainer.cfg's segment_lengths, once read
+  bool dynamic_mixing_ = false;
 };
 
 }  // namespace

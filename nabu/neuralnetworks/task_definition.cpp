@@ -4,6 +4,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
+#include "nabu/processing/database_section.h"
 
 namespace nabu {
 
@@ -124,6 +125,36 @@ std::vector<std::string> unknown_task_keys(const ConfigSection& section, TaskRol
     problems.push_back(section.where(key) + ": key not used by task [" + section.name() +
                        "]: not an input, target, node key or task option" +
                        did_you_mean(key, candidates));
+  }
+  return problems;
+}
+
+std::vector<std::string> unstored_segment_lengths(const TaskSpec& spec, const ConfigFile& database,
+                                                  const std::vector<std::string>& segment_lengths,
+                                                  bool inputs_only) {
+  std::vector<std::string> problems;
+  for (const auto& set : spec.linked_sets) {
+    std::vector<const std::vector<DataBinding>*> read = {&set.inputs};
+    if (!inputs_only) read.push_back(&set.targets);
+    for (const auto* bindings : read)
+      for (const auto& binding : *bindings)
+        for (const auto& name : binding.sections) {
+          const ConfigSection* section = database.find_section(name);
+          if (!section) continue;
+          try {
+            auto stored = read_database_section(*section, database);
+            if (!stored.preprocess) continue;
+            for (const auto& segment : segment_lengths)
+              require_stored_segment_length(*section, stored, segment,
+                                            "'" + binding.name + "' of " +
+                                                (spec.role == TaskRole::kValidation
+                                                     ? "validation task "
+                                                     : "task ") +
+                                                spec.name);
+          } catch (const ConfigError& e) {
+            problems.push_back(e.what());
+          }
+        }
   }
   return problems;
 }

@@ -36,6 +36,8 @@ ExampleSet::ExampleSet(const std::vector<DataBinding>& inputs,
       if (!options.preprocess)
         section.fail("preprocess", "section [" + section_name + "] feeds '" + bindings[b].name +
                                        "' of " + what + " but is not preprocessed into a store");
+      require_stored_segment_length(section, options, segment_length,
+                                    "'" + bindings[b].name + "' of " + what);
       auto reader = stores.open(store_path(options.store_dir, segment_length));
       int store_index = static_cast<int>(stores_.size());
       stores_.push_back(reader);

@@ -1,5 +1,7 @@
 #include "nabu/processing/database_section.h"
 
+#include <algorithm>
+
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 
@@ -33,6 +35,17 @@ void DatabaseSectionOptions::declare(OptionsReader& r) {
   r.require(!preprocess || !processor_config.empty(), "processor_config",
             "required when preprocess = True");
   r.require(!datafiles.empty(), "datafiles", "required");
+}
+
+void require_stored_segment_length(const ConfigSection& section,
+                                   const DatabaseSectionOptions& options,
+                                   const std::string& segment_length, const std::string& reader) {
+  const auto& stored = options.segment_lengths;
+  if (std::find(stored.begin(), stored.end(), segment_length) != stored.end()) return;
+  section.fail("segment_lengths", "'" + join(stored, " ") + "' has no " + segment_length +
+                                      ", the segment length of a trainer.cfg stage in which " +
+                                      reader + " reads this section; add it here (then run "
+                                      "`nabu data`) or change trainer.cfg's segment_lengths");
 }
 
 std::vector<std::string> DatabaseSectionOptions::dependency_names() const {

@@ -32,4 +32,11 @@ struct DatabaseSectionOptions {
 DatabaseSectionOptions read_database_section(const ConfigSection& section,
                                              const ConfigFile& database);
 
+// Throws ConfigError naming the section's segment_lengths unless `nabu data` stores the section
+// cut at `segment_length`, the segment length of a stage that `reader` (e.g. "'features' of
+// task_2spk") reads it in: trainer.cfg's segment_lengths and database.conf's must agree.
+void require_stored_segment_length(const ConfigSection& section,
+                                   const DatabaseSectionOptions& options,
+                                   const std::string& segment_length, const std::string& reader);
+
 }  // namespace nabu

@@ -83,6 +83,26 @@ TEST(PipelineExamples, NoCommonExampleIsAnError) {
                DataError);
 }
 
+// A stage whose segment length database.conf does not store is a ConfigError naming the
+// section's segment_lengths, not a missing file (the store may even be left from another run).
+TEST(PipelineExamples, ASegmentLengthTheSectionDoesNotStoreIsAnErrorNamingTheKey) {
+  TempDir dir;
+  make_store(dir / "f", names(2), {2, 2}, 0, StoredType::kFloat32);
+  StoreCache cache;
+  auto database = ConfigFile::parse("[f]\ndatafiles = x\npreprocess = True\nstore_dir = " +
+                                        (dir / "f").string() +
+                                        "\nprocessor_config = p\nsegment_lengths = 100 full\n",
+                                    "database.conf");
+  std::string message = nabu::testing::error_of(
+      [&] { ExampleSet({{"features", {"f"}}}, {}, database, "200", cache, "task t"); });
+  EXPECT_NE(message.find("database.conf:6: [f] segment_lengths"), std::string::npos) << message;
+  EXPECT_NE(message.find("'100 full' has no 200"), std::string::npos) << message;
+  EXPECT_NE(message.find("'features' of task t"), std::string::npos) << message;
+  EXPECT_THROW(ExampleSet({{"features", {"f"}}}, {}, database, "200", cache, "task t"),
+               ConfigError);
+  EXPECT_EQ(ExampleSet({{"features", {"f"}}}, {}, database, "full", cache, "task t").size(), 2);
+}
+
 TEST(PipelineExamples, PaddingAndLengths) {
   TempDir dir;
   make_store(dir / "f", names(3), {2, 5, 3}, 10, StoredType::kFloat32);

@@ -194,6 +194,28 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
 // `nabu check` runs the builder's own graph rules (ModelGraph::check) instead of a copy of them:
 // for each graph below, building the task as TaskTrainer does (read_task_spec, then ModelGraph)
 // and `nabu check` give the same verdict, and the builder's message is check's, word for word.
+// A trainer.cfg stage reads its inputs and targets from stores cut at its segment length: a
+// length database.conf does not store is a problem per section, found before `nabu data`.
+TEST(RecipeCheck, AStageSegmentLengthTheDatabaseDoesNotStoreIsAProblemPerSection) {
+  TempDir dir;
+  auto recipe = copy_fixture(
+      dir, {{"trainer.cfg", {"segment_lengths = 100 full", "segment_lengths = 200 full"}}});
+  auto report = check_recipe(recipe, {});
+  const auto& problems = report.problems;
+  // The training task's inputs and targets, and (validation_segments = stage, the original's
+  // way) the validation task's.
+  for (const std::string section : {"[trainspec]", "[traintargets]", "[trainusedbins]",
+                                    "[devspec]", "[devtargets]", "[devusedbins]"})
+    EXPECT_TRUE(has_line(problems, section + " segment_lengths", "'100 full' has no 200"))
+        << section << "\n" << joined(problems);
+  EXPECT_TRUE(has_line(problems, "database.conf:30: [trainspec]", "'features' of task task_2spk"))
+      << joined(problems);
+  EXPECT_TRUE(
+      has_line(problems, "[devspec]", "'features' of validation task task_2spk"))
+      << joined(problems);
+  EXPECT_EQ(problems.size(), 6u) << joined(problems);
+}
+
 TEST(RecipeCheck, TheGraphVerdictIsTheBuilders) {
   struct Case {
     std::string name, outputs, graph;

@@ -73,6 +73,19 @@ void expect_resume_after_sigkill_bit_identical(const TempDir& dir_, const std::s
 
 }  // namespace nabu::testing
 
+// A stage whose segment length database.conf does not store is one line naming the section's
+// key, before anything is written (it was a missing store file, after the experiment was made).
+TEST_F(TrainingRun, AStageSegmentLengthTheDatabaseDoesNotStoreIsOneLineAndLeavesNothing) {
+  auto result =
+      train("exp_segments", "--max-steps=1 --set 'trainer.cfg:trainer:segment_lengths=200 full'");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("[trainspec] segment_lengths: '100 full' has no 200"),
+            std::string::npos)
+      << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "exp_segments"));
+}
+
 TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   expect_resume_after_sigkill_bit_identical(
       dir_, "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5");

@@ -16,6 +16,7 @@
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/distributed/process_group.h"
+#include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/curriculum.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
@@ -185,6 +186,23 @@ c10::Device training_device(const Recipe& recipe, const std::string& flag) {
   return device;
 }
 
+// Every training stage reads its tasks' inputs (and, without dynamic mixing, their targets) from
+// stores cut at its segment length; a length database.conf does not store ends the command here,
+// with the line `nabu check` gives, and an untouched --expdir (docs/ini_semantics.md).
+void require_stored_stage_segments(const Recipe& recipe) {
+  const ConfigFile& trainer_cfg = recipe.get("trainer.cfg");
+  auto options = read_trainer_options(trainer_cfg);
+  for (const auto& task : options.tasks) {
+    const ConfigSection* section = trainer_cfg.find_section(task);
+    if (!section) continue;  // the task trainer reports it
+    auto problems =
+        unstored_segment_lengths(read_task_spec(*section, TaskRole::kTrain),
+                                 recipe.get("database.conf"), options.segment_lengths,
+                                 options.data.dynamic_mixing);
+    if (!problems.empty()) throw ConfigError(problems.front());
+  }
+}
+
 }  // namespace
 
 void run_training(const TrainingRunOptions& requested) {
@@ -221,6 +239,7 @@ void run_training(const TrainingRunOptions& requested) {
     Recipe source = Recipe::load(run.recipe, parse_overrides(run.sets));
     for (const auto& warning : source.warnings()) spdlog::warn("{}", warning);
     device = training_device(source, run.device);
+    require_stored_stage_segments(source);
   }
   if (run.resume) {
     if (!fs::exists(expdir / "trainer.cfg") ||
