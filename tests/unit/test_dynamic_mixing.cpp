@@ -438,7 +438,8 @@ TEST(DynamicMixing, PipelinePositionsAndShardsBehaveLikeTheStores) {
 
 // A spectrogram model with waveform targets trained on 20-frame segments: under dynamic mixing
 // the features' stores alone count an epoch's examples, so the waveform sections need no store
-// at a segment length that counts frames; without mixing their missing store is named.
+// at a segment length that counts frames; without mixing the section that does not store that
+// length is named, with its segment_lengths key.
 TEST(DynamicMixing, SegmentedSpectrogramStagesNeedNoWaveformStoresAtTheirLength) {
   MixingRecipe data;
   std::string conf = read_text(data.dir / "recipe/database.conf");
@@ -459,8 +460,9 @@ TEST(DynamicMixing, SegmentedSpectrogramStagesNeedNoWaveformStoresAtTheirLength)
   const std::string missing = error_of([&] {
     TaskPipeline stored(recipe, data.inputs(), targets, options, stores);
   });
-  EXPECT_NE(missing.find((data.dir / "stores/wave/20/store.h5").string()), std::string::npos)
+  EXPECT_NE(missing.find("[wave] segment_lengths: 'full' has no 20"), std::string::npos)
       << missing;
+  EXPECT_NE(missing.find("'mix_wave' of training task [t]"), std::string::npos) << missing;
   options.mixing = data.options();
   TaskPipeline mixed(recipe, data.inputs(), targets, options, stores);
   StoreReader features(store_path(data.dir / "stores/feat", "20"));
