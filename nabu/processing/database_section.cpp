@@ -42,10 +42,16 @@ void require_stored_segment_length(const ConfigSection& section,
                                    const std::string& segment_length, const std::string& reader) {
   const auto& stored = options.segment_lengths;
   if (std::find(stored.begin(), stored.end(), segment_length) != stored.end()) return;
-  section.fail("segment_lengths", "'" + join(stored, " ") + "' has no " + segment_length +
-                                      ", the segment length of a trainer.cfg stage in which " +
-                                      reader + " reads this section; add it here (then run "
-                                      "`nabu data`) or change trainer.cfg's segment_lengths");
+  // Whole utterances are read by every command (test, separate, a `full` stage); only a length in
+  // frames or samples comes from trainer.cfg's stages, the other place to change it.
+  const bool whole = segment_length == "full";
+  section.fail("segment_lengths",
+               "'" + join(stored, " ") + "' has no " + segment_length +
+                   (whole ? ", the whole utterances " : ", the segment length of a trainer.cfg "
+                                                        "stage in which ") +
+                   reader + (whole ? " reads" : " reads this section") +
+                   "; add it here (then run `nabu data`)" +
+                   (whole ? "" : " or change trainer.cfg's segment_lengths"));
 }
 
 std::vector<std::string> DatabaseSectionOptions::dependency_names() const {

@@ -101,6 +101,19 @@ TEST(PipelineExamples, ASegmentLengthTheSectionDoesNotStoreIsAnErrorNamingTheKey
   EXPECT_THROW(ExampleSet({{"features", {"f"}}}, {}, database, "200", cache, "task t"),
                ConfigError);
   EXPECT_EQ(ExampleSet({{"features", {"f"}}}, {}, database, "full", cache, "task t").size(), 2);
+  // Whole utterances are what `nabu test` reads too: no trainer.cfg stage is blamed for them.
+  auto segments_only = ConfigFile::parse("[f]\ndatafiles = x\npreprocess = True\nstore_dir = " +
+                                             (dir / "f").string() +
+                                             "\nprocessor_config = p\nsegment_lengths = 100\n",
+                                         "database.conf");
+  message = nabu::testing::error_of([&] {
+    ExampleSet({{"features", {"f"}}}, {}, segments_only, "full", cache, "test task [t]");
+  });
+  EXPECT_NE(message.find("'100' has no full, the whole utterances 'features' of test task [t] "
+                         "reads; add it here (then run `nabu data`)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("trainer.cfg"), std::string::npos) << message;
 }
 
 TEST(PipelineExamples, PaddingAndLengths) {

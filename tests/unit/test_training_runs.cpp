@@ -86,6 +86,25 @@ TEST_F(TrainingRun, AStageSegmentLengthTheDatabaseDoesNotStoreIsOneLineAndLeaves
   EXPECT_FALSE(fs::exists(dir_ / "exp_segments"));
 }
 
+// validation_segments = stage: the validation sets are read at the stage's length too, and a
+// length their sections do not store is found before the experiment is made, not at the first
+// validation.
+TEST_F(TrainingRun, AStageSegmentLengthTheValidationSetsDoNotStoreIsOneLineAndLeavesNothing) {
+  std::string training_stores;
+  for (const std::string section : {"trainspec", "traintargets", "trainusedbins"})
+    training_stores += " --set 'database.conf:" + section + ":segment_lengths=100 200 full'";
+  auto result = train("exp_segments", "--max-steps=1 --set 'trainer.cfg:trainer:segment_lengths=200 "
+                                      "full'" + training_stores);
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("[devspec] segment_lengths: '100 full' has no 200"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("of validation task task_2spk"), std::string::npos)
+      << result.output;
+  EXPECT_EQ(std::count(result.output.begin(), result.output.end(), '\n'), 1) << result.output;
+  EXPECT_FALSE(fs::exists(dir_ / "exp_segments"));
+}
+
 TEST_F(TrainingRun, ResumeAfterSigkillEndsBitIdentical) {
   expect_resume_after_sigkill_bit_identical(
       dir_, "--max-steps=30 --set trainer.cfg:trainer:valid_frequency=5");

@@ -16,6 +16,7 @@
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/distributed/process_group.h"
+#include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/curriculum.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
@@ -187,19 +188,37 @@ c10::Device training_device(const Recipe& recipe, const std::string& flag) {
 }
 
 // Every training stage reads its tasks' inputs (and, without dynamic mixing, their targets) from
-// stores cut at its segment length; a length database.conf does not store ends the command here,
-// with the line `nabu check` gives, and an untouched --expdir (docs/ini_semantics.md).
+// stores cut at its segment length, and so does validation with validation_segments = stage; a
+// length database.conf does not store ends the command here, with the line `nabu check` gives,
+// and an untouched --expdir (docs/ini_semantics.md).
 void require_stored_stage_segments(const Recipe& recipe) {
   const ConfigFile& trainer_cfg = recipe.get("trainer.cfg");
+  const ConfigFile& database = recipe.get("database.conf");
   auto options = read_trainer_options(trainer_cfg);
+  auto require = [&](const TaskSpec& spec, bool inputs_only) {
+    auto problems =
+        unstored_segment_lengths(spec, database, options.segment_lengths, inputs_only);
+    if (!problems.empty()) throw ConfigError(problems.front());
+  };
   for (const auto& task : options.tasks) {
     const ConfigSection* section = trainer_cfg.find_section(task);
     if (!section) continue;  // the task trainer reports it
-    auto problems =
-        unstored_segment_lengths(read_task_spec(*section, TaskRole::kTrain),
-                                 recipe.get("database.conf"), options.segment_lengths,
-                                 options.data.dynamic_mixing);
-    if (!problems.empty()) throw ConfigError(problems.front());
+    require(read_task_spec(*section, TaskRole::kTrain), options.data.dynamic_mixing);
+  }
+  // Sections that are missing or wrong here are left to the trainer, which names them.
+  const ConfigFile* validation = recipe.find("validation_evaluator.cfg");
+  const ConfigSection* evaluator = validation ? validation->find_section("evaluator") : nullptr;
+  if (!evaluator) return;
+  for (const auto& task : validated_tasks(*evaluator, options.tasks)) {
+    const ConfigSection* section = validation->find_section(task);
+    if (!section) continue;
+    std::vector<const ConfigSection*> sets = {section};
+    for (const auto& name : section->get_list("extra_validation_sets", {}))
+      if (const ConfigSection* extra = validation->find_section(name)) sets.push_back(extra);
+    for (const ConfigSection* set : sets) {
+      TaskSpec spec = read_task_spec(*set, TaskRole::kValidation, evaluator);
+      if (spec.validation_segments == "stage") require(spec, false);
+    }
   }
 }
 
