@@ -610,6 +610,10 @@ StageResult MultiTaskTrainer::finish() {
   // The best validated model becomes the stage's model, also when the step limit ended the
   // stage (the original writes nothing then; docs/trainer.md).
   auto validated = layout().validated();
+  // Every rank reads the chief's last save: without the barrier another rank could find the
+  // file between its rotation to .prev and the new one's rename (and fail), or read the previous
+  // validation's weights.
+  communicator_.barrier();
   if (policy_ && std::filesystem::exists(validated)) {
     auto best = load_checkpoint(validated, {});
     torch::NoGradGuard no_grad;
