@@ -159,12 +159,10 @@ class RecipeChecker {
                         ": no database.conf section [" + name + "]" +
                         did_you_mean(name, database_->section_names()));
     }
-    // A training stage reads stores cut at its segment length, and so does validation with
-    // validation_segments = stage (trainer.cfg's segment_lengths; docs/ini_semantics.md).
-    if (database_ && (role == TaskRole::kTrain ||
-                      (role == TaskRole::kValidation && spec.validation_segments == "stage")))
-      for (const auto& message : unstored_segment_lengths(
-               spec, *database_, stage_segments_, role == TaskRole::kTrain && dynamic_mixing_))
+    // The stores cut at trainer.cfg's segment lengths that the task reads (docs/ini_semantics.md).
+    if (database_)
+      for (const auto& message :
+           unstored_segment_lengths(spec, *database_, stage_segments_, dynamic_mixing_))
         problem(message);
     check_graph(section);
     if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });

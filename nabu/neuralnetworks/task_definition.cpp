@@ -131,8 +131,12 @@ std::vector<std::string> unknown_task_keys(const ConfigSection& section, TaskRol
 
 std::vector<std::string> unstored_segment_lengths(const TaskSpec& spec, const ConfigFile& database,
                                                   const std::vector<std::string>& segment_lengths,
-                                                  bool inputs_only) {
+                                                  bool dynamic_mixing) {
   std::vector<std::string> problems;
+  const bool train = spec.role == TaskRole::kTrain;
+  if (!train && !(spec.role == TaskRole::kValidation && spec.validation_segments == "stage"))
+    return problems;
+  const bool inputs_only = train && dynamic_mixing;
   for (const auto& set : spec.linked_sets) {
     std::vector<const std::vector<DataBinding>*> read = {&set.inputs};
     if (!inputs_only) read.push_back(&set.targets);
@@ -147,9 +151,7 @@ std::vector<std::string> unstored_segment_lengths(const TaskSpec& spec, const Co
             for (const auto& segment : segment_lengths)
               require_stored_segment_length(*section, stored, segment,
                                             "'" + binding.name + "' of " +
-                                                (spec.role == TaskRole::kValidation
-                                                     ? "validation task "
-                                                     : "task ") +
+                                                (train ? "task " : "validation task ") +
                                                 spec.name);
           } catch (const ConfigError& e) {
             problems.push_back(e.what());

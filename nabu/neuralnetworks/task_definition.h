@@ -39,13 +39,14 @@ struct TaskSpec {
 TaskSpec read_task_spec(const ConfigSection& section, TaskRole role,
                         const ConfigSection* evaluator = nullptr);
 
-// One line per database.conf section that `spec` reads in a stage of `segment_lengths` but that
-// does not store that length (naming its segment_lengths key): its inputs, and its targets too
-// unless `inputs_only` (dynamic mixing computes them). Missing or unprocessed sections are left to
-// their own checks.
+// One line per database.conf section that `spec` reads in a training stage of `segment_lengths`
+// but that does not store that length (naming its segment_lengths key). A training task reads its
+// inputs, and its targets too unless `dynamic_mixing` computes them; a validation task with
+// validation_segments = stage reads both; test tasks and validation on whole utterances read no
+// stage's length. Missing or unprocessed sections are left to their own checks.
 std::vector<std::string> unstored_segment_lengths(const TaskSpec& spec, const ConfigFile& database,
                                                   const std::vector<std::string>& segment_lengths,
-                                                  bool inputs_only);
+                                                  bool dynamic_mixing);
 
 // Keys of the task section that no rule explains, each a message with "did you mean".
 std::vector<std::string> unknown_task_keys(const ConfigSection& section, TaskRole role);

@@ -191,9 +191,6 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
       << wham.output;
 }
 
-// `nabu check` runs the builder's own graph rules (ModelGraph::check) instead of a copy of them:
-// for each graph below, building the task as TaskTrainer does (read_task_spec, then ModelGraph)
-// and `nabu check` give the same verdict, and the builder's message is check's, word for word.
 // A trainer.cfg stage reads its inputs and targets from stores cut at its segment length: a
 // length database.conf does not store is a problem per section, found before `nabu data`.
 TEST(RecipeCheck, AStageSegmentLengthTheDatabaseDoesNotStoreIsAProblemPerSection) {
@@ -216,6 +213,9 @@ TEST(RecipeCheck, AStageSegmentLengthTheDatabaseDoesNotStoreIsAProblemPerSection
   EXPECT_EQ(problems.size(), 6u) << joined(problems);
 }
 
+// `nabu check` runs the builder's own graph rules (ModelGraph::check) instead of a copy of them:
+// for each graph below, building the task as TaskTrainer does (read_task_spec, then ModelGraph)
+// and `nabu check` give the same verdict, and the builder's message is check's, word for word.
 TEST(RecipeCheck, TheGraphVerdictIsTheBuilders) {
   struct Case {
     std::string name, outputs, graph;

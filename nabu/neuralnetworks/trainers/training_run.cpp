@@ -195,15 +195,15 @@ void require_stored_stage_segments(const Recipe& recipe) {
   const ConfigFile& trainer_cfg = recipe.get("trainer.cfg");
   const ConfigFile& database = recipe.get("database.conf");
   auto options = read_trainer_options(trainer_cfg);
-  auto require = [&](const TaskSpec& spec, bool inputs_only) {
-    auto problems =
-        unstored_segment_lengths(spec, database, options.segment_lengths, inputs_only);
+  auto require = [&](const TaskSpec& spec) {
+    auto problems = unstored_segment_lengths(spec, database, options.segment_lengths,
+                                             options.data.dynamic_mixing);
     if (!problems.empty()) throw ConfigError(problems.front());
   };
   for (const auto& task : options.tasks) {
     const ConfigSection* section = trainer_cfg.find_section(task);
     if (!section) continue;  // the task trainer reports it
-    require(read_task_spec(*section, TaskRole::kTrain), options.data.dynamic_mixing);
+    require(read_task_spec(*section, TaskRole::kTrain));
   }
   // Sections that are missing or wrong here are left to the trainer, which names them.
   const ConfigFile* validation = recipe.find("validation_evaluator.cfg");
@@ -215,10 +215,8 @@ void require_stored_stage_segments(const Recipe& recipe) {
     std::vector<const ConfigSection*> sets = {section};
     for (const auto& name : section->get_list("extra_validation_sets", {}))
       if (const ConfigSection* extra = validation->find_section(name)) sets.push_back(extra);
-    for (const ConfigSection* set : sets) {
-      TaskSpec spec = read_task_spec(*set, TaskRole::kValidation, evaluator);
-      if (spec.validation_segments == "stage") require(spec, false);
-    }
+    for (const ConfigSection* set : sets)
+      require(read_task_spec(*set, TaskRole::kValidation, evaluator));
   }
 }
 
