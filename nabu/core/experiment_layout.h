@@ -1,4 +1,4 @@
-// Every file and folder of an experiment directory (README, "The experiment directory"), named in
+// Every file and folder of an experiment directory (docs/trainer.md, "The experiment directory"), named in
 // one place: the trainer, the test and separate commands, the sweeps and the tools all ask here.
 #pragma once
 
@@ -40,6 +40,8 @@ struct ExperimentLayout {
   std::filesystem::path val_sum() const { return root / "val_sum.json"; }
   std::filesystem::path train_options() const { return root / "train_options.json"; }
   std::filesystem::path overrides() const { return root / "overrides.txt"; }
+  // The identity of every store the experiment read (processing/store_record.h).
+  std::filesystem::path stores_record() const { return root / "stores.json"; }
   // The model nabu test and nabu separate use by default: the last stage's.
   std::filesystem::path final_model() const { return stage("full").model(); }
 };

@@ -46,10 +46,12 @@ std::string map_paths(const std::string& value, const Resolve& resolve) {
   return join(out, " ");
 }
 
-// The folder relative paths in list files were relative to when the experiment was trained.
-std::string read_list_root(const fs::path& record) {
+// A string field of an experiment's record (experiment.json): "list_root", the folder relative
+// paths in list files were relative to when the experiment was trained, or "recipe", the recipe
+// folder it was trained from. "" when the record has none.
+std::string read_record_field(const fs::path& record, const std::string& field) {
   try {
-    return nlohmann::json::parse(read_file(record)).value("list_root", std::string());
+    return nlohmann::json::parse(read_file(record)).value(field, std::string());
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(record.string() + ": unreadable (" + e.what() + ")");
   }
@@ -113,7 +115,13 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
   const bool experiment = fs::exists(layout.record(), ec);
   if (experiment) {
     resolve_paths_against(recipe.files_, dir);
-    recipe.list_root_ = read_list_root(layout.record());
+    recipe.list_root_ = read_record_field(layout.record(), "list_root");
+    recipe.origin_ = read_record_field(layout.record(), "recipe");
+  }
+  if (recipe.origin_.empty()) {
+    fs::path folder = fs::absolute(dir).lexically_normal();
+    // "recipes/X/" and "recipes/X" are one recipe.
+    recipe.origin_ = (folder.has_filename() ? folder : folder.parent_path()).string();
   }
   // Processor configs: loaded from where database.conf points, overrides matched by file name.
   if (const ConfigFile* database = recipe.find("database.conf")) {
@@ -287,7 +295,7 @@ void Recipe::save_copy(const fs::path& target, const std::map<std::string, int>&
   }
   nlohmann::json record = {
       {"format", 1},
-      {"recipe", absolute_path(dir_.string())},
+      {"recipe", origin_.empty() ? absolute_path(dir_.string()) : origin_},
       {"list_root", list_root_.empty() ? fs::current_path().string() : list_root_},
       {"paths", "relative paths in this folder's files are relative to this folder"}};
   write_file_atomic(ExperimentLayout{target}.record(), record.dump(2) + "\n");

@@ -35,6 +35,9 @@ class Recipe {
   // training ran from (recorded by save_copy); empty for a recipe, whose lists are read from the
   // current folder as in the original.
   const std::string& list_root() const { return list_root_; }
+  // The recipe folder this recipe comes from, absolute: the folder itself, or for an
+  // experiment's copy the recipe it was trained from (recorded by save_copy).
+  const std::string& origin() const { return origin_; }
   // Parser warnings of all files (continuation lines, processor_config fallbacks).
   const std::vector<std::string>& warnings() const { return warnings_; }
   // Files of the folder that did not parse (loaded with an error list, which holds their one
@@ -61,7 +64,7 @@ class Recipe {
  private:
   std::filesystem::path dir_;
   std::vector<ConfigOverride> overrides_;
-  std::string list_root_;
+  std::string list_root_, origin_;
   std::map<std::string, ConfigFile> files_;
   // processor configs by resolved absolute path
   std::map<std::string, ConfigFile> processor_configs_;

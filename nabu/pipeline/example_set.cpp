@@ -15,6 +15,7 @@ std::shared_ptr<StoreReader> StoreCache::open(const std::filesystem::path& path)
   auto it = readers_.find(key);
   if (it != readers_.end()) return it->second;
   auto reader = std::make_shared<StoreReader>(path);
+  if (record_) record_->check(path, StoreIdentity::of(reader->metadata(), reader->size()));
   readers_.emplace(key, reader);
   return reader;
 }

@@ -15,17 +15,22 @@
 #include "nabu/pipeline/batch.h"
 #include "nabu/pipeline/example_source.h"
 #include "nabu/processing/store.h"
+#include "nabu/processing/store_record.h"
 
 namespace nabu {
 
 // Opened stores shared by every pipeline of a run (one HDF5 handle per file).
 class StoreCache {
  public:
+  // Every store opened from now on is checked against (and added to) the experiment's record.
+  void bind(std::shared_ptr<StoreRecord> record) { record_ = std::move(record); }
+  // Throws DataError naming the store when it is not the one the bound experiment read.
   std::shared_ptr<StoreReader> open(const std::filesystem::path& path);
 
  private:
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<StoreReader>> readers_;
+  std::shared_ptr<StoreRecord> record_;
 };
 
 class ExampleSet : public ExampleSource {

@@ -18,10 +18,12 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
   if (model != "final" && model != "avg")
     throw Error("--model=" + model + ": expected final (model.pt) or avg (model_avg.pt)");
   if (model == "avg" && early)
-    throw Error("--model=avg and --allow_early_testing exclude each other: the average is "
+    throw Error("--model=avg and --allow-early-testing exclude each other: the average is "
                 "written when a stage ends");
   const ExperimentLayout layout{expdir};
   const StageLayout stage = layout.stage(segment);
+  // The test stores stay the ones the experiment's first test read (and the training's, its).
+  stores_.bind(std::make_shared<StoreRecord>(layout.stores_record(), expdir.string(), true));
   model_file_ = model == "avg" ? stage.average_model() : stage.model();
   if (model == "avg" && !fs::exists(model_file_))
     throw Error(model_file_.string() + " does not exist: train with average_checkpoints = N in "
@@ -36,7 +38,7 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
       throw Error(expdir.string() + ": no validated checkpoint yet (no validation has run)");
   } else if (!fs::exists(model_file_)) {
     throw Error(model_file_.string() + " does not exist: train first (nabu train), or test a "
-                "running training with --allow_early_testing");
+                "running training with --allow-early-testing");
   }
   spdlog::info("model: {}", model_file_.string());
   bank_ = std::make_unique<ModelBank>(recipe.get("model.cfg"));
@@ -47,7 +49,7 @@ void Separator::build_and_load(const ModelGraph& graph, const TensorMap& inputs,
   bank_->to(torch::kCPU);
   graph.materialize(inputs, lengths);
   const std::set<std::string> models = graph.used_models();
-  // A training checkpoint (--allow_early_testing) or a model file.
+  // A training checkpoint (--allow-early-testing) or a model file.
   ParameterLoadReport report = early_
                                    ? bank_->load_tensors(load_checkpoint(model_file_, {}).parameters)
                                    : bank_->load(model_file_);

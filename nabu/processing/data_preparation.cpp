@@ -191,17 +191,22 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
       continue;
     }
     // The configuration first: a store another config made is never overwritten, whatever its
-    // list lines, nor one another section made from other lines. The same data made by another
-    // section (the original's recipes share store_dirs under other section names) is reused.
+    // list lines, nor one another section or another recipe made from other lines (that
+    // recipe's experiments read it). The same data made by another section or recipe (the
+    // original's recipes share store_dirs under other section names) is reused.
     const bool same_config = metadata.processor_config == config_text &&
                              metadata.writer_style == options.writer_style;
     const bool other_section = metadata.section != name;
-    if (!same_config || (other_section && metadata.source_lines != source_lines))
+    const bool other_recipe = !metadata.recipe.empty() && metadata.recipe != recipe_.origin();
+    const bool other_lines = metadata.source_lines != source_lines;
+    if (!same_config || ((other_section || other_recipe) && other_lines))
       throw DataError(what + ": " + path.string() + " was made " +
                       (other_section ? "for section [" + metadata.section + "] " : std::string()) +
+                      (other_recipe ? "by recipe " + metadata.recipe + " " : std::string()) +
                       (same_config ? "from other list lines"
                                    : "with another processor config or writer_style") +
-                      "; remove it or change store_dir");
+                      "; give this recipe its own store_dir (" +
+                      raw_section.where("store_dir") + "), or remove the store");
     if (other_section)
       spdlog::info("{}: {} was made by section [{}] with the same processor config and list "
                    "lines; it is used as it is", what, path.string(), metadata.section);
@@ -307,6 +312,7 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
     metadata.writer_style = options.writer_style;
     metadata.processor_config = config_text;
     metadata.source_lines = source_lines;
+    metadata.recipe = recipe_.origin();
     writers.push_back(
         std::make_unique<StoreWriter>(store_path(options.store_dir, segment), metadata));
   }

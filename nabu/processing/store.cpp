@@ -90,6 +90,7 @@ StoreMetadata read_metadata(const H5::H5File& file) {
   metadata.processor_config = read_string_attribute(file, "processor_config");
   if (file.attrExists("source_lines"))
     metadata.source_lines = read_string_attribute(file, "source_lines");
+  if (file.attrExists("recipe")) metadata.recipe = read_string_attribute(file, "recipe");
   metadata.utterances = read_int_attribute(file, "utterances");
   if (read_int_attribute(file, "complete") != 1) throw DataError("store is incomplete");
   return metadata;
@@ -219,6 +220,7 @@ void StoreWriter::commit() {
       write_string_attribute(file, "writer_style", metadata_.writer_style);
       write_string_attribute(file, "processor_config", metadata_.processor_config);
       write_string_attribute(file, "source_lines", metadata_.source_lines);
+      write_string_attribute(file, "recipe", metadata_.recipe);
       write_int_attribute(file, "utterances", metadata_.utterances);
       write_int_attribute(file, "complete", 1);
       impl_->data.close();

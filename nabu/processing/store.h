@@ -35,6 +35,9 @@ struct StoreMetadata {
   // Fingerprint of the data lines the store was made from ("" in stores of older builds): a
   // regenerated corpus makes the store stale.
   std::string source_lines;
+  // The recipe folder whose `nabu data` made the store ("" in stores of older builds): another
+  // recipe never makes it again from other lines (docs/data_layout.md).
+  std::string recipe;
   int64_t utterances = 0;  // source utterances (examples can be more: segments)
 };
 

@@ -102,6 +102,10 @@ void MultiTaskTrainer::build() {
   const ConfigSection& trainer_section = trainer_cfg.section("trainer");
   const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
   bank_ = std::make_unique<ModelBank>(recipe_.get("model.cfg"));
+  // The stores this experiment reads stay the ones it first read (a resume, a later stage).
+  const std::filesystem::path expdir = stage_dir_.parent_path();
+  stores_.bind(std::make_shared<StoreRecord>(ExperimentLayout{expdir}.stores_record(),
+                                             expdir.string(), communicator_.is_chief()));
   for (std::size_t t = 0; t < options_.tasks.size(); ++t) {
     const ConfigSection& section = trainer_cfg.section(options_.tasks[t]);
     tasks_.push_back(std::make_unique<TaskTrainer>(
