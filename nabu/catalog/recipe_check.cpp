@@ -19,7 +19,10 @@
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/processing/audio.h"
+#include "nabu/processing/data_list.h"
 #include "nabu/processing/database_section.h"
+#include "nabu/processing/feature_computer.h"
 
 namespace nabu {
 
@@ -142,6 +145,50 @@ class RecipeChecker {
       return;
     }
     for (const auto& message : processor_registry().check(type, *processor)) problem(message);
+    // The frames at the data's own rate (its first file's) should fit nfft: the analysis cuts
+    // them (a warning, as in the original), the inverse STFT of a reconstruction cannot (a
+    // problem: nabu test and separate would fail).
+    guard([&] {
+      ProcessorPtr built;
+      try {
+        built = make_processor(config);
+      } catch (const ConfigError&) {
+        return;  // the processor's checker named it above
+      }
+      const FeatureOptions* features = built->feature_options();
+      if (!features) return;
+      auto options = read_database_section(section, *database_);
+      for (const auto& file : options.datafiles)
+        if (!fs::exists(file)) return;  // reported above
+      auto lines = read_data_lines(options.datafiles);
+      if (lines.empty() || lines.front().fields.empty()) return;
+      int rate = 0;
+      try {
+        rate = read_audio(lines.front().fields.front()).sample_rate;
+      } catch (const DataError&) {
+        return;  // not audio, or unreadable: `nabu data` names the utterance
+      }
+      std::string message = features->frame_problem(rate);
+      if (message.empty()) return;
+      message = processor->where(processor->has("nfft") ? "nfft" : "winlen") + ": " + message +
+                " (the rate of utterance '" + lines.front().utterance + "', " +
+                lines.front().origin + ", database.conf [" + section.name() + "])";
+      if (reconstructed_sections().count(section.name()))
+        problem(message + "; the separated signals cannot be put together");
+      else
+        warning(message + "; the analysis cuts every frame to nfft samples");
+    });
+  }
+
+  // The database sections reconstructor.cfg names (org_mix ...): their frames are inverted.
+  std::set<std::string> reconstructed_sections() const {
+    std::set<std::string> names;
+    const ConfigFile* reconstructors = recipe_.find("reconstructor.cfg");
+    if (!reconstructors || !database_) return names;
+    for (const auto& section : reconstructors->sections())
+      for (const auto& [key, value] : section.entries())
+        if (database_->has_section(trim(value.text))) names.insert(trim(value.text));
+    return names;
   }
 
   // The references of a task section: data sections, nodes and models, the loss.
@@ -195,10 +242,44 @@ class RecipeChecker {
       }
       check_task(*section, TaskRole::kTrain, nullptr);
     }
+    check_training_batches(trainer, options);
     if (!options.init_file.empty() && !fs::exists(options.init_file))
       problem(trainer.section("trainer").where("init_file") + ": '" + options.init_file +
               "' does not exist");
     training_tasks_ = options.tasks;
+  }
+
+  // A whole-utterance stage whose batch is larger than a task's training list leaves no batch
+  // (nabu train refuses it); segment stages cut more examples than utterances, and dynamic
+  // mixing makes its own, so only the whole-utterance stage is known here.
+  void check_training_batches(const ConfigFile& trainer, const TrainerOptions& options) {
+    if (!database_ || options.data.dynamic_mixing) return;
+    for (std::size_t i = 0; i < options.num_stages(); ++i) {
+      const StageSettings stage = options.stage(i);
+      if (stage.segment_length != "full") continue;
+      for (const auto& task : options.tasks) {
+        const ConfigSection* section = trainer.find_section(task);
+        TaskSpec spec;
+        if (!section || !guard([&] { spec = read_task_spec(*section, TaskRole::kTrain, nullptr); }))
+          continue;
+        const auto& binding = spec.linked_sets.front().inputs.front();
+        int64_t utterances = 0;
+        for (const auto& name : binding.sections) {
+          const ConfigSection* data = database_->find_section(name);
+          if (!data) return;  // reported by check_task
+          auto files = read_database_section(*data, *database_).datafiles;
+          for (const auto& file : files)
+            if (!fs::exists(file)) return;  // reported by check_database
+          utterances += static_cast<int64_t>(read_data_lines(files).size());
+        }
+        const auto usable = static_cast<int64_t>(utterances * spec.trainset_frac);
+        if (stage.batch_size > usable)
+          problem(trainer.section("trainer").where("batch_size") + ": batch_size " +
+                  std::to_string(stage.batch_size) + " of stage full is larger than the " +
+                  std::to_string(usable) + " training utterances of task [" + task +
+                  "]; lower it");
+      }
+    }
   }
 
   void check_validation(const ConfigFile& validation) {

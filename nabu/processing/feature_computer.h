@@ -31,6 +31,12 @@ struct FeatureOptions {
 
   void declare(OptionsReader& r);
   FrameSettings frames(int sample_rate) const;
+  // "" when a winlen frame at `sample_rate` fits nfft; else why not and the nfft that fits. The
+  // analysis then cuts every frame to nfft samples, as the original does (python_speech_features
+  // warns); the inverse STFT cannot overlap-add such frames. Raw samples: "".
+  std::string frame_problem(int sample_rate) const;
+  // The smallest power of two that holds a winlen frame at `sample_rate`.
+  int fitting_nfft(int sample_rate) const;
 };
 
 class FeatureComputer {

@@ -1,6 +1,8 @@
 // The feature computers, each registered under the original's name.
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "nabu/core/error.h"
 #include "nabu/processing/feature_computer.h"
 
@@ -29,6 +31,21 @@ void FeatureOptions::declare(OptionsReader& r) {
   r.require(numcep > 0 && numcep <= nfilt, "numcep", "must lie in 1..nfilt");
   r.require(lowfreq >= 0, "lowfreq", "must not be negative");
   r.require(highfreq == -1 || highfreq > lowfreq, "highfreq", "must be -1 or above lowfreq");
+}
+
+int FeatureOptions::fitting_nfft(int sample_rate) const {
+  const int64_t frame = frames(sample_rate).frame_length();
+  int fitting = 1;
+  while (fitting < frame) fitting *= 2;
+  return fitting;
+}
+
+std::string FeatureOptions::frame_problem(int sample_rate) const {
+  const int64_t frame = frames(sample_rate).frame_length();
+  if (feature == "raw" || nfft >= frame) return "";
+  return fmt::format("nfft {} is shorter than a winlen of {:g} s at {} Hz ({} samples): set nfft "
+                     "= {} for data at this rate",
+                     nfft, winlen, sample_rate, frame, fitting_nfft(sample_rate));
 }
 
 FrameSettings FeatureOptions::frames(int sample_rate) const {

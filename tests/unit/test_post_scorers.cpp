@@ -201,7 +201,7 @@ TEST(PostBssEval, InvalidInputsAreRejected) {
 
 // The scorers' linear systems with LibTorch at two threads, as `nabu test --threads=2` sets it:
 // in a oneMKL build, batched LU at that setting gave invalid pivots and every system fell back to
-// least squares (README, "GPUs, mixed precision and another LibTorch"). Each system is solved by
+// least squares (docs/results.md, "GPUs"). Each system is solved by
 // LU, and only a singular one falls back, alone.
 TEST(PostBssEval, SolvesEachSystemByLuWithManyThreads) {
   struct ThreadsGuard {
@@ -423,8 +423,12 @@ TEST(PostSummary, ResultsJsonLayoutAndStatistics) {
   EXPECT_DOUBLE_EQ(result["SDR"]["SS"]["all_f"]["std"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(result["SAR"]["base"]["all"]["mean"].get<double>(), 0.5);
   EXPECT_FALSE(result.contains("perm"));
+  // The table: separated, mixture and improvement per metric and gender group.
   auto text = summary.summary_text("sdr");
-  EXPECT_NE(text.find("(absolute difference)"), std::string::npos);
+  EXPECT_NE(text.find("sdr (SDR, SIR, SAR, 4 mixtures)"), std::string::npos) << text;
+  EXPECT_NE(text.find("  SDR      all"), std::string::npos) << text;
+  EXPECT_NE(text.find("12.75"), std::string::npos) << text;
+  EXPECT_NE(text.find("diff (2)"), std::string::npos) << text;
 
   // An empty group has no statistics (null), and a checkpoint restores the same summary.
   ScoreSummary only_men({"SDR", "SIR", "SAR"}, speakers);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "nabu/core/error.h"
 
 namespace nabu {
@@ -68,6 +70,16 @@ NABU_REGISTER_DOCUMENTED(evaluator_registry, "task_loss_evaluator",
                          TaskLossEvaluatorOptions,
                          "the task's loss over its first requested_utts examples, training off");
 
+namespace {
+
+// Where a task's batch_size is set: its own section, else its [evaluator] section.
+std::string batch_size_origin(const ConfigSection& section, const ConfigSection* evaluator) {
+  if (section.has("batch_size") || !evaluator) return section.where("batch_size");
+  return evaluator->where("batch_size");
+}
+
+}  // namespace
+
 TaskLossEvaluator::TaskLossEvaluator(const EvaluatorContext& context)
     : spec_(read_task_spec(context.section, context.role, context.evaluator)),
       graph_(std::make_unique<ModelGraph>(context.section, context.bank)), loss_(context.loss),
@@ -77,29 +89,42 @@ TaskLossEvaluator::TaskLossEvaluator(const EvaluatorContext& context)
                      spec_.name + "]";
   // Linked-set weights are relative to the first one (docs/trainer.md).
   double first_weight = spec_.linked_sets.front().weight;
-  num_batches_ = -1;
-  for (const auto& set : spec_.linked_sets) {
-    // The first min(N, requested_utts) examples, a whole number of batches, in order.
-    TaskPipelineOptions options;
-    options.what = what;
-    options.segment_length =
-        spec_.validation_segments == "full" ? std::string("full") : context.segment_length;
-    options.max_examples = spec_.requested_utts;
-    options.plan.batch_size = spec_.batch_size;
-    options.plan.shuffle = false;
-    options.prefetch = prefetch_;
-    auto pipeline =
-        std::make_unique<TaskPipeline>(context.recipe, set.inputs, set.targets, options,
-                                       context.stores);
-    if (pipeline->stored_size() == 0)
-      section.fail("batch_size", "batch_size " + std::to_string(spec_.batch_size) +
-                                     " is larger than the " +
-                                     std::to_string(pipeline->available()) +
-                                     " examples available; lower it");
-    int64_t batches = pipeline->stored_size() / spec_.batch_size;
-    num_batches_ = num_batches_ < 0 ? batches : std::min(num_batches_, batches);
-    sets_.push_back({set, set.weight / first_weight, std::move(pipeline)});
+  // A set smaller than one batch is evaluated in one batch of all its examples (one info line),
+  // the batch size then being the smallest set's.
+  for (bool shrunk = false;; shrunk = true) {
+    num_batches_ = -1;
+    sets_.clear();
+    int64_t smallest = -1;
+    for (const auto& set : spec_.linked_sets) {
+      // The first min(N, requested_utts) examples, a whole number of batches, in order.
+      TaskPipelineOptions options;
+      options.what = what;
+      options.segment_length =
+          spec_.validation_segments == "full" ? std::string("full") : context.segment_length;
+      options.max_examples = spec_.requested_utts;
+      options.plan.batch_size = spec_.batch_size;
+      options.plan.shuffle = false;
+      options.prefetch = prefetch_;
+      auto pipeline = std::make_unique<TaskPipeline>(context.recipe, set.inputs, set.targets,
+                                                     options, context.stores);
+      const int64_t usable = spec_.requested_utts > 0
+                                 ? std::min<int64_t>(pipeline->available(), spec_.requested_utts)
+                                 : pipeline->available();
+      smallest = smallest < 0 ? usable : std::min(smallest, usable);
+      int64_t batches = pipeline->stored_size() / spec_.batch_size;
+      num_batches_ = num_batches_ < 0 ? batches : std::min(num_batches_, batches);
+      sets_.push_back({set, set.weight / first_weight, std::move(pipeline)});
+    }
+    if (num_batches_ > 0 || shrunk || smallest <= 0) break;
+    spdlog::info("{}: batch_size {} ({}) is larger than the {} examples available; they are "
+                 "evaluated in one batch of {}",
+                 what, spec_.batch_size, batch_size_origin(section, context.evaluator), smallest,
+                 smallest);
+    spec_.batch_size = static_cast<int>(smallest);
   }
+  if (num_batches_ <= 0)
+    throw ConfigError(what + ": no example to evaluate (" +
+                      batch_size_origin(section, context.evaluator) + ")");
 }
 
 EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* communicator,

@@ -50,6 +50,12 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
     options.prefetch = data.prefetch;
     options.pin_memory = pin_memory;
     TaskPipeline pipeline(recipe, set.inputs, set.targets, options, stores);
+    if (pipeline.available() > 0 && pipeline.stored_size() == 0)
+      recipe.get("trainer.cfg").section("trainer").fail(
+          "batch_size", "batch_size " + std::to_string(stage.batch_size) + " of stage " +
+                            stage.segment_length + " is larger than the " +
+                            std::to_string(pipeline.available()) + " training examples of task [" +
+                            spec_.name + "]; lower it");
     if (pipeline.stored_size() == 0) section.fail("trainset_frac", "leaves no training example");
     num_examples_ = pipeline.stored_size();  // the last linked set wins, as in the original
     if (const auto* mixtures = pipeline.mixtures(); mixtures && rank == 0)

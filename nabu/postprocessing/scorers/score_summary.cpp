@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
@@ -174,31 +176,26 @@ nlohmann::json ScoreSummary::summary_json() const {
 }
 
 std::string ScoreSummary::summary_text(const std::string& scorer_name) const {
-  std::ostringstream out;
-  std::vector<std::string> groups{"all"};
-  groups.insert(groups.end(), mix_types().begin(), mix_types().end());
-  const auto& scenarios = Scorer::scenarios();
-  for (const auto& metric : metrics_) {
-    out << "Result for " << metric << " (using " << scorer_name << "):\n";
-    for (const auto& group : groups) {
-      out << "for " << group << ":\n";
-      // Statistics (mean, std, median) of the estimates and of the baseline.
-      auto statistics = [&](const std::string& scenario) {
-        const std::vector<double> values = utterance_means(metric, scenario, group);
-        const double mean = mean_of(values), deviation = std_of(values);
-        const double median = median_of(values);
-        return std::vector<double>{mean, deviation, median};
-      };
-      const std::vector<double> first = statistics(scenarios[0]);
-      const std::vector<double> second = statistics(scenarios[1]);
-      const char* names[] = {"mean", "std", "median"};
-      for (int k = 0; k < 3; ++k)
-        out << "\t " << names[k] << ": " << first[k] << " (" << scenarios[0] << "), " << second[k]
-            << " (" << scenarios[1] << "), " << first[k] - second[k]
-            << " (absolute difference)\n";
+  // One compact table: per metric the mean over all mixtures, and over same- and
+  // different-gender mixtures where genders are known; the rest is in the summary and complete
+  // JSON files.
+  const auto& scenarios = Scorer::scenarios();  // the estimates, then the mixture (base)
+  std::string out = fmt::format("{} ({}, {} mixtures): mean over mixtures, dB\n", scorer_name,
+                                join(metrics_, ", "), results_.size());
+  out += fmt::format("  {:<8} {:<9} {:>10} {:>10} {:>12}\n", "metric", "mixtures", "separated",
+                     "mixture", "improvement");
+  for (const auto& metric : metrics_)
+    for (const std::string group : {"all", "same_gen", "diff_gen"}) {
+      const auto separated = utterance_means(metric, scenarios[0], group);
+      if (separated.empty()) continue;
+      const double estimate = mean_of(separated);
+      const double mixture = mean_of(utterance_means(metric, scenarios[1], group));
+      out += fmt::format("  {:<8} {:<9} {:>10.2f} {:>10.2f} {:>12.2f}\n", metric,
+                         group == "all" ? "all" : fmt::format("{} ({})", group == "same_gen" ? "same" : "diff",
+                                                               separated.size()),
+                         estimate, mixture, estimate - mixture);
     }
-  }
-  return out.str();
+  return out;
 }
 
 void ScoreSummary::load_complete_json(const nlohmann::json& complete) {

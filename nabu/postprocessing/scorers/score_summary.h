@@ -42,8 +42,8 @@ class ScoreSummary {
 
   nlohmann::json complete_json() const;
   nlohmann::json summary_json() const;
-  // The original's printout: per metric and group, mean/std/median per scenario and the
-  // SS - base difference.
+  // A compact table: per metric the mean of the estimates, of the mixtures and the improvement,
+  // over all mixtures and over the same- and different-gender ones where genders are known.
   std::string summary_text(const std::string& scorer_name) const;
   // Restores the utterances of a complete JSON written earlier (resuming from a checkpoint).
   void load_complete_json(const nlohmann::json& complete);
