@@ -56,7 +56,7 @@ c10::Device resolve_device(const std::string& name, const std::string& what) {
   int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   if (count == 0) {
     if (is_auto) return c10::Device(c10::kCPU);
-    throw Error(shown + ": " + no_cuda_reason() + "; use --device=cpu (see README: GPUs)");
+    throw Error(shown + ": " + no_cuda_reason() + "; use --device=cpu (docs/devices.md)");
   }
   int64_t index = local_rank() % count;
   if (name.rfind("cuda:", 0) == 0) {

@@ -38,7 +38,9 @@ const std::vector<CorpusKind>& kinds() {
       {"librimix", {"train-360", "train-100", "dev", "test"}, {"dev", "test"},
        {"train-360", "train-100"}, "Libri[0-9]+Mix"},
       {"wham", {"tr", "cv", "tt"}, {"tr", "cv", "tt"}, {}, ""},
-      {"wsj0-mix", {"tr", "cv", "tt"}, {"tr", "cv", "tt"}, {}, "[0-9]+speakers"}};
+      {"wsj0-mix", {"tr", "cv", "tt"}, {"tr", "cv", "tt"}, {}, "[0-9]+speakers"},
+      // A user's own mixtures: ROOT/{tr,cv,tt}/{mix,s1,s2,...}/*.wav at any one rate.
+      {"folder", {"tr", "cv", "tt"}, {"tr", "cv", "tt"}, {}, ""}};
   return all;
 }
 
@@ -117,6 +119,7 @@ struct Split {
 
 struct Variant {
   std::string corpus, rate_folder, mode;
+  std::string first_file;  // kind folder: the file whose rate is the corpus's
   int sample_rate = 0, sources = 0;
   fs::path dir;
   std::vector<Split> splits;
@@ -213,7 +216,10 @@ std::vector<std::string> speakers_of(const std::string& kind, const std::string&
                                      int sources) {
   auto parts = split(utterance, '_');
   std::vector<std::string> out;
-  if (kind == "librimix") {
+  if (kind == "folder") {
+    // A folder of mixtures names no speakers: each source is its own (<utterance>_s<k>).
+    for (int s = 1; s <= sources; ++s) out.push_back(utterance + "_s" + std::to_string(s));
+  } else if (kind == "librimix") {
     if (static_cast<int>(parts.size()) != sources) return {};
     for (const auto& part : parts) {
       auto dash = part.find('-');
@@ -303,8 +309,18 @@ Split scan_split(const std::string& name, const fs::path& dir, const fs::path& r
     folder.name = child.filename().string();
     if (!is_corpus_folder(folder.name)) continue;
     std::error_code ec;
-    for (fs::directory_iterator it(child, ec), end; !ec && it != end; it.increment(ec))
-      if (it->path().extension() == ".wav") folder.files[it->path().stem().string()] = it->path();
+    for (fs::directory_iterator it(child, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() != ".wav") continue;
+      const std::string name = it->path().filename().string();
+      if (name.find_first_of(" \t") != std::string::npos) {
+        problems.add(relative_name(child, root),
+                     "a space in a file name (list files separate their fields by spaces): "
+                     "rename the file",
+                     name);
+        continue;
+      }
+      folder.files[it->path().stem().string()] = it->path();
+    }
     split.folders.push_back(std::move(folder));
   }
   const std::string where = relative_name(dir, root);
@@ -367,8 +383,13 @@ void check_split_files(Split& split, const Variant& variant, const fs::path& roo
         rates.add(header.sample_rate, variant.sample_rate);
         if (header.sample_rate != variant.sample_rate)
           problems.add(place,
-                       std::to_string(header.sample_rate) + " Hz under " + variant.rate_folder +
-                           " (expected " + std::to_string(variant.sample_rate) + ")",
+                       variant.first_file.empty()
+                           ? std::to_string(header.sample_rate) + " Hz under " +
+                                 variant.rate_folder + " (expected " +
+                                 std::to_string(variant.sample_rate) + ")"
+                           : std::to_string(header.sample_rate) + " Hz, not the " +
+                                 std::to_string(variant.sample_rate) + " Hz of " +
+                                 variant.first_file + " (one rate per corpus; resample first)",
                        example);
         if (header.channels != 1)
           problems.add(place, std::to_string(header.channels) + " channels (expected mono)",
@@ -457,6 +478,25 @@ Variant scan_variant(const CorpusKind& kind, const fs::path& mode_dir, const fs:
       }
   }
   variant.corpus = corpus_name(kind.name, variant.sources, variant.splits);
+  if (kind.name == "folder") {
+    // Named after its root; one rate, that of its first mixture file (tr's, in name order).
+    variant.corpus = mode_dir.filename().string();
+    variant.mode.clear();
+    for (const auto& split : variant.splits) {
+      if (split.folders.empty() || split.folders[split.primary].files.empty()) continue;
+      const fs::path& first = split.folders[split.primary].files.begin()->second;
+      variant.first_file = relative_name(first, root);
+      try {
+        variant.sample_rate = read_wav_header(first).sample_rate;
+      } catch (const DataError&) {
+        // Reported with the split's files; the rate is then taken as unknown.
+      }
+      break;
+    }
+    variant.rate_folder = variant.sample_rate % 1000 == 0
+                              ? "wav" + std::to_string(variant.sample_rate / 1000) + "k"
+                              : std::to_string(variant.sample_rate) + "Hz";
+  }
   return variant;
 }
 
@@ -556,7 +596,7 @@ void write_variant(const fs::path& final_dir, const std::vector<Split>& splits,
 }  // namespace
 
 const std::vector<std::string>& corpus_kinds() {
-  static const std::vector<std::string> names{"librimix", "wham", "whamr", "wsj0-mix"};
+  static const std::vector<std::string> names{"librimix", "wham", "whamr", "wsj0-mix", "folder"};
   return names;
 }
 
@@ -564,6 +604,9 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
   const CorpusKind& kind = kind_named(options.kind);
   const fs::path root = fs::absolute(options.root).lexically_normal();
   const fs::path clean_root = root.filename().empty() ? root.parent_path() : root;
+  if (clean_root.string().find_first_of(" \t") != std::string::npos)
+    throw DataError(clean_root.string() + ": a path with a space cannot go into list files, "
+                    "which separate their fields by spaces; rename or link the folder");
   const auto genders = read_genders(options.speaker_genders);
   std::set<std::string> rates, modes(options.modes.begin(), options.modes.end());
   for (const auto& rate : options.rates) rates.insert(canonical_rate(rate));
@@ -571,34 +614,42 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
     if (mode != "min" && mode != "max")
       throw Error("--modes: '" + mode + "' is neither min nor max");
 
-  // Which rate and mode folders to prepare.
+  // Which rate and mode folders to prepare (a folder of one's own is itself the one).
   std::vector<fs::path> mode_dirs;
-  std::set<std::string> rates_found, modes_found;
-  for (const auto& speaker_dir : speaker_dirs(kind, clean_root))
-    for (const auto& rate_dir : subfolders(speaker_dir)) {
-      const std::string rate = rate_dir.filename().string();
-      if (rate_of(rate) == 0) continue;
-      rates_found.insert(rate);
-      if (!rates.empty() && !rates.count(rate)) continue;
-      for (const auto& mode_dir : subfolders(rate_dir)) {
-        const std::string mode = mode_dir.filename().string();
-        if (mode != "min" && mode != "max") continue;
-        modes_found.insert(mode);
-        if (modes.empty() || modes.count(mode)) mode_dirs.push_back(mode_dir);
+  if (kind.name == "folder") {
+    std::error_code ec;
+    if (!fs::is_directory(clean_root, ec)) throw DataError(clean_root.string() + ": no such folder");
+    if (!rates.empty() || !modes.empty())
+      throw Error("--rates and --modes select folders of the standard corpora; a folder of "
+                  "one's own has one rate and no modes");
+    mode_dirs.push_back(clean_root);
+  } else {
+    std::set<std::string> rates_found, modes_found;
+    for (const auto& speaker_dir : speaker_dirs(kind, clean_root))
+      for (const auto& rate_dir : subfolders(speaker_dir)) {
+        const std::string rate = rate_dir.filename().string();
+        if (rate_of(rate) == 0) continue;
+        rates_found.insert(rate);
+        if (!rates.empty() && !rates.count(rate)) continue;
+        for (const auto& mode_dir : subfolders(rate_dir)) {
+          const std::string mode = mode_dir.filename().string();
+          if (mode != "min" && mode != "max") continue;
+          modes_found.insert(mode);
+          if (modes.empty() || modes.count(mode)) mode_dirs.push_back(mode_dir);
+        }
       }
-    }
-  for (const auto& rate : rates)
-    if (!rates_found.count(rate))
-      throw DataError(clean_root.string() + ": no " + rate + " folder (found: " +
-                      join({rates_found.begin(), rates_found.end()}, ", ") + ")");
-  for (const auto& mode : modes)
-    if (!modes_found.count(mode))
-      throw DataError(clean_root.string() + ": no '" + mode + "' folder under " +
+    for (const auto& rate : rates)
+      if (!rates_found.count(rate))
+        throw DataError(clean_root.string() + ": no " + rate + " folder (found: " +
+                        join({rates_found.begin(), rates_found.end()}, ", ") + ")");
+    for (const auto& mode : modes)
+      if (!modes_found.count(mode))
+        throw DataError(clean_root.string() + ": no '" + mode + "' folder under " +
+                        join({rates_found.begin(), rates_found.end()}, ", "));
+    if (mode_dirs.empty())
+      throw DataError(clean_root.string() + ": no min or max folder under " +
                       join({rates_found.begin(), rates_found.end()}, ", "));
-  if (mode_dirs.empty())
-    throw DataError(clean_root.string() + ": no min or max folder under " +
-                    join({rates_found.begin(), rates_found.end()}, ", "));
-
+  }
   Problems problems;
   std::vector<Variant> variants;
   for (const auto& mode_dir : mode_dirs)
@@ -667,7 +718,8 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
     out.mode = variant.mode;
     out.sample_rate = variant.sample_rate;
     out.speakers_per_mixture = variant.sources;
-    out.out = options.out / variant.corpus / variant.rate_folder / variant.mode;
+    out.out = kind.name == "folder" ? options.out / variant.corpus
+                                    : options.out / variant.corpus / variant.rate_folder / variant.mode;
     std::vector<std::map<std::string, std::string>> lists;
     nlohmann::json report{{"corpus", variant.corpus},          {"kind", kind.name},
                           {"root", clean_root.string()},       {"source", variant.dir.string()},

@@ -16,15 +16,17 @@ int cmd_check(const std::vector<std::string>& args) {
   CommonOptions common;
   bool quiet = false;
   po::options_description description("Options");
-  add_common_options(description, common);
+  add_common_options(description, common,
+                     "");
   description.add_options()("quiet,q", po::bool_switch(&quiet), "print only problems");
+  po::positional_options_description positional = recipe_positional();
   if (!parse_command_line("check",
                           "Checks a recipe without running it: syntax, required files and keys,\n"
                           "value types, unknown keys (with suggestions), references between files\n"
                           "(task inputs -> database sections, nodes -> models, loss_type ->\n"
                           "loss.cfg, processor configs, reconstructor/scorer sections) and\n"
                           "registered names. Exit 0 when clean, 1 when there are problems.",
-                          args, description))
+                          args, description, &positional))
     return 0;
   require(common.recipe, "recipe", "check");
   apply_common_options(common);

@@ -1,7 +1,9 @@
 #include "nabu/cli/commands/cli.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -12,6 +14,7 @@
 #include "nabu/core/interrupted.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/strings.h"
+#include "nabu_commit.h"  // generated: NABU_VERSION, NABU_COMMIT
 
 namespace nabu::cli {
 
@@ -21,10 +24,13 @@ std::vector<ConfigOverride> CommonOptions::overrides() const {
   return out;
 }
 
-void add_common_options(po::options_description& description, CommonOptions& options) {
+void add_common_options(po::options_description& description, CommonOptions& options,
+                        const std::string& expdir_help) {
+  description.add_options()("recipe", po::value(&options.recipe),
+                            "recipe folder (database.conf, model.cfg, ...)");
+  if (!expdir_help.empty())
+    description.add_options()("expdir", po::value(&options.expdir), expdir_help.c_str());
   description.add_options()
-      ("recipe", po::value(&options.recipe), "recipe folder (database.conf, model.cfg, ...)")
-      ("expdir", po::value(&options.expdir), "experiment directory (created if missing)")
       ("set", po::value(&options.sets)->composing(),
        "override a config value before anything reads it: FILE:SECTION:KEY=VALUE, "
        "e.g. --set model.cfg:main:num_units=64 (repeatable)")
@@ -35,13 +41,40 @@ void add_common_options(po::options_description& description, CommonOptions& opt
        "trace, debug, info, warn or error");
 }
 
+namespace {
+
+// Long options are hyphenated; the original's scripts write some with underscores
+// (--allow_early_testing, --duplicates_ind_offset), so `--a_b[=v]` is read as `--a-b[=v]`.
+std::vector<std::string> hyphenated(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (const auto& arg : args) {
+    if (arg.rfind("--", 0) != 0) {
+      out.push_back(arg);
+      continue;
+    }
+    auto end = std::min(arg.find('='), arg.size());
+    std::string name = arg.substr(0, end);
+    std::replace(name.begin() + 2, name.end(), '_', '-');
+    out.push_back(name + arg.substr(end));
+  }
+  return out;
+}
+
+}  // namespace
+
+po::positional_options_description recipe_positional() {
+  po::positional_options_description positional;
+  positional.add("recipe", 1);
+  return positional;
+}
+
 bool parse_command_line(const std::string& command, const std::string& summary,
                         const std::vector<std::string>& args, po::options_description& description,
                         po::positional_options_description* positional) {
   description.add_options()("help,h", "show this help");
   po::variables_map variables;
   try {
-    po::command_line_parser parser(args);
+    po::command_line_parser parser(hyphenated(args));
     parser.options(description);
     if (positional) parser.positional(*positional);
     po::store(parser.run(), variables);
@@ -52,7 +85,7 @@ bool parse_command_line(const std::string& command, const std::string& summary,
     }
     po::notify(variables);
   } catch (const po::error& e) {
-    throw Error("nabu " + command + ": " + e.what() + " (see nabu " + command + " --help)");
+    throw Error(std::string(e.what()) + " (see nabu " + command + " --help)");
   }
   return true;
 }
@@ -71,7 +104,7 @@ void add_recording_options(po::options_description& description,
                            RecordingOptions& options, const std::string& task_help) {
   description.add_options()
       ("task", po::value(&options.task), task_help.c_str())
-      ("allow_early_testing", po::bool_switch(&options.early),
+      ("allow-early-testing", po::bool_switch(&options.early),
        "use the latest validated checkpoint of a training that has not finished")
       ("model", po::value(&options.model)->default_value("final"),
        "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
@@ -137,8 +170,7 @@ int for_each_recording(const RecordingOptions& options, const std::string& comma
 
 void require(const std::string& value, const std::string& option, const std::string& command) {
   if (value.empty())
-    throw Error("nabu " + command + ": --" + option + " is required (see nabu " + command +
-                " --help)");
+    throw Error("--" + option + " is required (see nabu " + command + " --help)");
 }
 
 bool parse_flag(const std::string& value, const std::string& option) {
@@ -149,8 +181,19 @@ bool parse_flag(const std::string& value, const std::string& option) {
 
 namespace {
 
+// nabu --version: what a bug report needs.
+void print_version() {
+  std::cout << "nabu " << NABU_VERSION << " (commit " << NABU_COMMIT << ")\n"
+            << "LibTorch " << TORCH_VERSION << ", CUDA: "
+            << (torch::cuda::is_available()
+                    ? "yes, " + std::to_string(torch::cuda::device_count()) + " GPU(s) visible"
+                    : std::string(at::hasCUDA() ? "built with it, no GPU visible" : "no"))
+            << "\n";
+}
+
 void print_usage() {
-  std::cout << "Usage: nabu <command> [options]   (nabu <command> --help for details)\n\n"
+  std::cout << "Usage: nabu <command> [options]   (nabu <command> --help for details;\n"
+               "       nabu --version)\n\n"
                "Commands:\n";
   for (const auto& info : commands())
     std::cout << "  " << info.name << std::string(10 - std::string(info.name).size(), ' ')
@@ -161,7 +204,8 @@ void print_usage() {
 
 const std::vector<CommandInfo>& commands() {
   static const std::vector<CommandInfo> table = {
-      {"prepare", cmd_prepare, "write a recipe's lists for LibriMix, WHAM!/WHAMR! or wsj0-mix"},
+      {"prepare", cmd_prepare, "check a corpus (LibriMix, WHAM!/WHAMR!, wsj0-mix, your own folder), write its lists"},
+      {"recipe", cmd_recipe, "write a recipe for a prepared corpus from a shipped one (recipe new)"},
       {"data", cmd_data, "prepare features and targets of a recipe into HDF5 stores"},
       {"train", cmd_train, "train the models of a recipe (segment-length curriculum)"},
       {"test", cmd_test, "test loss, reconstruction of separated signals and scoring"},
@@ -182,6 +226,10 @@ int run_main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_usage();
     return args.empty() ? 1 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    print_version();
+    return 0;
   }
   std::string name = args[0];
   args.erase(args.begin());

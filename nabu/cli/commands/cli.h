@@ -28,8 +28,12 @@ struct CommonOptions {
   std::vector<ConfigOverride> overrides() const;
 };
 
-// Adds --recipe, --expdir, --set, --threads, --seed, --log-level.
-void add_common_options(po::options_description& description, CommonOptions& options);
+// Adds --recipe, --expdir (described by `expdir_help`, which says what the command does with a
+// folder that is missing; none when empty), --set, --threads, --seed, --log-level.
+void add_common_options(po::options_description& description, CommonOptions& options,
+                        const std::string& expdir_help);
+// `--recipe` also as the first positional argument (nabu check recipes/SS/...).
+po::positional_options_description recipe_positional();
 // Parses `args` with `description`; returns false when --help was given (help printed).
 bool parse_command_line(const std::string& command, const std::string& summary,
                         const std::vector<std::string>& args, po::options_description& description,
@@ -53,7 +57,7 @@ struct RecordingOptions {
   std::string device = "auto";
   std::vector<std::string> recordings;
 };
-// Adds --task (with `task_help`), --allow_early_testing, --model, --channel, --device and the
+// Adds --task (with `task_help`), --allow-early-testing, --model, --channel, --device and the
 // positional recordings.
 void add_recording_options(po::options_description& description,
                            po::positional_options_description& positional,
@@ -87,5 +91,6 @@ int cmd_check(const std::vector<std::string>& args);
 int cmd_separate(const std::vector<std::string>& args);
 int cmd_recognize(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
+int cmd_recipe(const std::vector<std::string>& args);
 
 }  // namespace nabu::cli

@@ -15,7 +15,9 @@ int cmd_data(const std::vector<std::string>& args) {
   DataPreparationOptions options;
   bool all_sections = false;
   po::options_description description("Options");
-  add_common_options(description, common);
+  add_common_options(description, common,
+                     "the experiment the data is prepared for: run.log and a record of every section\n"
+                     "used go there (created if missing)");
   description.add_options()
       ("workers", po::value(&options.workers)->default_value(0),
        "utterances processed in parallel (0 = --threads, or all cores)")
@@ -24,6 +26,7 @@ int cmd_data(const std::vector<std::string>& args) {
       ("all-sections", po::bool_switch(&all_sections),
        "prepare every section with preprocess = True, as the original does, also those no\n"
        "task of this recipe uses");
+  po::positional_options_description positional = recipe_positional();
   if (!parse_command_line(
           "data",
           "Prepares the database.conf sections the recipe's tasks use (trainer.cfg,\n"
@@ -36,7 +39,7 @@ int cmd_data(const std::vector<std::string>& args) {
           "an interrupted run resumes.\n"
           "Paths in database.conf are relative to the working directory.\n\n"
           "Example: nabu data --recipe=recipes/SS/DBLSTM/toy_DC_2spk --expdir=exp/dc",
-          args, description))
+          args, description, &positional))
     return 0;
   require(common.recipe, "recipe", "data");
   require(common.expdir, "expdir", "data");

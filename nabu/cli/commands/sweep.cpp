@@ -12,18 +12,20 @@ int cmd_sweep(const std::vector<std::string>& args) {
   SweepOptions sweep;
   std::string sweep_path, max_steps;
   po::options_description description("Options");
-  add_common_options(description, common);
+  add_common_options(description, common,
+                     "the folder of the sweep's experiments, one per block (created if missing)");
   description.add_options()
       ("sweep", po::value(&sweep_path), "the sweep file: blocks of 'name' then "
        "'file section option value...' lines, separated by blank lines")
       ("duplicates", po::value(&sweep.duplicates)->default_value(1),
        "independent runs per block (<name>_dupl<i>), as the original")
-      ("duplicates_ind_offset", po::value(&sweep.duplicates_offset)->default_value(0),
+      ("duplicates-ind-offset", po::value(&sweep.duplicates_offset)->default_value(0),
        "first duplicate index")
       ("deterministic", po::bool_switch(&sweep.run.deterministic), "deterministic algorithms")
       ("max-steps", po::value(&max_steps)->default_value("-1"),
        "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
        "trainer.cfg's max_steps (-1 = not given: that key applies)");
+  po::positional_options_description positional = recipe_positional();
   if (!parse_command_line(
           "sweep",
           "Trains one experiment per block of a sweep file in <expdir>/<name>, each with the\n"
@@ -32,7 +34,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
           "<expdir>/sweep_summary.csv with the best validation loss per stage.\n\n"
           "Example: nabu sweep --recipe=recipes/SS/DBLSTM/toy_DC_2spk "
           "--sweep=recipes/SS/DBLSTM/toy_DC_2spk/sweep_file --expdir=exp/sweep",
-          args, description))
+          args, description, &positional))
     return 0;
   require(common.recipe, "recipe", "sweep");
   require(common.expdir, "expdir", "sweep");

@@ -17,10 +17,11 @@ int cmd_test(const std::vector<std::string>& args) {
   TestRunOptions options;
   std::string early;
   po::options_description description("Options");
-  add_common_options(description, common);
+  add_common_options(description, common,
+                     "the trained experiment (nabu train); it must exist");
   description.add_options()
       ("task", po::value(&options.task), "test only this task (default: [evaluator] tasks)")
-      ("allow_early_testing", po::value(&early)->implicit_value("True"),
+      ("allow-early-testing", po::value(&early)->implicit_value("True"),
        "test the latest validated model of a training that has not finished")
       ("max-utterances", po::value(&options.max_utterances)->default_value(-1),
        "reconstruct and score at most this many utterances per task (-1 = all; results in\n"
@@ -47,7 +48,7 @@ int cmd_test(const std::vector<std::string>& args) {
           args, description))
     return 0;
   require(common.expdir, "expdir", "test");
-  options.allow_early_testing = !early.empty() && parse_flag(early, "allow_early_testing");
+  options.allow_early_testing = !early.empty() && parse_flag(early, "allow-early-testing");
   apply_common_options(common);
   fs::path expdir = common.expdir;
   if (!fs::is_directory(expdir)) throw Error(expdir.string() + ": no such experiment directory");

@@ -61,10 +61,11 @@ int run_in_workers(const std::vector<std::string>& args, int workers, int thread
 int cmd_train(const std::vector<std::string>& args) {
   CommonOptions common;
   TrainingRunOptions run;
-  std::string resume, max_steps;
+  std::string resume, max_steps, precision;
   int workers = 1, max_restarts = 0;
   po::options_description description("Options");
-  add_common_options(description, common);
+  add_common_options(description, common,
+                     "the experiment: created if missing; with --resume, the experiment to continue");
   description.add_options()
       ("resume", po::value(&resume)->implicit_value("True"),
        "continue the experiment in --expdir from its latest checkpoint (else latest.pt.prev,\n"
@@ -78,7 +79,7 @@ int cmd_train(const std::vector<std::string>& args) {
        "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
        "trainer.cfg's max_steps (-1 = not given: that key applies)")
       ("workers", po::value(&workers)->default_value(1),
-       "data-parallel worker processes on this machine (see README: distributed training)")
+       "data-parallel worker processes on this machine (docs/trainer.md, Distributed training)")
       ("dist-timeout", po::value(&run.dist_timeout_seconds)->default_value(300),
        "seconds a distributed worker waits in one collective for the others before it stops\n"
        "with an error")
@@ -95,6 +96,11 @@ int cmd_train(const std::vector<std::string>& args) {
                     "where the models compute: auto (a GPU when there is one), cpu, cuda (this\n"
                     "worker's GPU: LOCAL_RANK), cuda:N; replaces trainer.cfg's device (default auto).\n"
                     "A checkpoint resumes on any device");
+  description.add_options()
+      ("precision", po::value(&precision),
+       "fp32, bf16 or fp16 (autocast; fp16 with loss scaling): replaces trainer.cfg's precision,\n"
+       "as --set trainer.cfg:trainer:precision=... does (docs/devices.md)");
+  po::positional_options_description positional = recipe_positional();
   if (!parse_command_line(
           "train",
           "Trains the models of a recipe: one stage per value of [trainer] segment_lengths, each\n"
@@ -108,7 +114,7 @@ int cmd_train(const std::vector<std::string>& args) {
           "Exit status: 0 trained; 1 an error; 75 stopped by SIGTERM or SIGUSR1 (a preemption)\n"
           "after writing a checkpoint: rerun with --resume (config/computing/slurm.sbatch\n"
           "requeues the job); 130 stopped by Ctrl-C after writing a checkpoint.",
-          args, description))
+          args, description, &positional))
     return 0;
   require(common.expdir, "expdir", "train");
   run.max_steps = parse_max_steps(max_steps);
@@ -123,6 +129,7 @@ int cmd_train(const std::vector<std::string>& args) {
     return run_in_workers(args, job_rank ? 0 : workers, common.threads, max_restarts,
                           common.expdir);
   }
+  if (!precision.empty()) common.sets.push_back("trainer.cfg:trainer:precision=" + precision);
   run.resume = !resume.empty() && parse_flag(resume, "resume");
   if (!run.resume) require(common.recipe, "recipe", "train");
   apply_common_options(common);

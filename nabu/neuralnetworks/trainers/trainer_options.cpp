@@ -2,6 +2,9 @@
 
 #include <regex>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
@@ -375,6 +378,12 @@ TrainerOptions read_trainer_options(const ConfigFile& trainer_cfg) {
 
 std::vector<StageSettings> resolve_stages(const TrainerOptions& options,
                                           const std::vector<int64_t>& command_line_max_steps) {
+  if (command_line_max_steps.size() > 1 && command_line_max_steps.size() != options.num_stages())
+    throw ConfigError(fmt::format(
+        "--max-steps={}: {} values for the {} stage(s) of trainer.cfg's segment_lengths ({}); "
+        "give one value per stage, or one for every stage",
+        fmt::join(command_line_max_steps, ","), command_line_max_steps.size(),
+        options.num_stages(), fmt::join(options.segment_lengths, " ")));
   std::vector<StageSettings> stages;
   for (std::size_t i = 0; i < options.num_stages(); ++i) {
     StageSettings stage = options.stage(i);

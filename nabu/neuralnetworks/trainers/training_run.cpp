@@ -236,6 +236,14 @@ void run_training(const TrainingRunOptions& requested) {
   }
   const TrainingRunOptions run =
       checked.resume ? recorded_run_options(checked.expdir, checked) : checked;
+  // A resumed run continues the schedule it was started with (its data order follows it).
+  if (checked.resume && checked.max_steps != std::vector<int64_t>{-1} &&
+      checked.max_steps != run.max_steps)
+    throw Error(fmt::format("--max-steps={}: the experiment in {} was started with --max-steps={}, "
+                            "which a resumed run keeps; give that value or none, or train "
+                            "further in a new --expdir",
+                            fmt::join(checked.max_steps, ","), checked.expdir.string(),
+                            fmt::join(run.max_steps, ",")));
   const fs::path& expdir = run.expdir;
   if (run.resume) torch::manual_seed(run.seed);
   std::signal(SIGINT, on_interrupt);
@@ -257,6 +265,7 @@ void run_training(const TrainingRunOptions& requested) {
     for (const auto& warning : source.warnings()) spdlog::warn("{}", warning);
     device = training_device(source, run.device);
     require_stored_stage_segments(source);
+    resolve_stages(read_trainer_options(source.get("trainer.cfg")), run.max_steps);
   }
   if (run.resume) {
     if (!fs::exists(expdir / "trainer.cfg") ||
