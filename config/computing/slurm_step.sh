@@ -1,5 +1,5 @@
 # The training step of slurm.sbatch and slurm_gpus.sbatch (sourced by them; submit from the
-# project root). What survives what (README, "Runs that survive on shared clusters"):
+# project root). What survives what (docs/trainer.md, "Runs that survive on shared clusters"):
 # - a rank that crashes or is killed, or a host that stops answering: every rank's supervisor
 #   (--max-restarts) starts the group again from the last checkpoint, MAX_RESTARTS times
 #   (default 3); the ranks meet again on the rendezvous port + the restart's number;

@@ -251,7 +251,7 @@ void ParameterUpdate::prepare_gradients(const Task& task, const TaskSums& sums, 
   const std::vector<double>* factors =
       multipliers_.empty() ? nullptr : &multipliers_[&task - tasks_.data()];
   // Multi-tensor kernels where one pass serves all gradients: on a GPU a kernel per gradient
-  // costs more than the arithmetic (README, "GPUs, mixed precision and another LibTorch"); on
+  // costs more than the arithmetic (docs/results.md, "GPUs"); on
   // the CPU they run the per-tensor operations, so the results there are the same.
   std::vector<torch::Tensor> present;
   for (const auto& gradient : *sums.gradients)

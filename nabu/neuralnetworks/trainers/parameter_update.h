@@ -26,7 +26,7 @@ std::vector<std::string> frozen_parameter_names(
 // torch::optim::Adam's update computed with multi-tensor (_foreach) kernels: about eight kernels
 // per step for all parameters of a group, where torch::optim::Adam launches about eight per
 // parameter, which on a GPU cost more than the arithmetic for models of a few hundred small
-// tensors (README, "GPUs, mixed precision and another LibTorch"). Same options, state and
+// tensors (docs/results.md, "GPUs"). Same options, state and
 // checkpoints, and on the CPU the same operations in the same order per parameter: its results
 // are Adam's to the bit (test MultiTensorAdam.MatchesTorchAdamToTheBit).
 class MultiTensorAdam : public torch::optim::Adam {

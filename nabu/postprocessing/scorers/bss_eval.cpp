@@ -212,7 +212,7 @@ SeparationScores si_sdr_sources(const torch::Tensor& references, const torch::Te
 // One system at a time, not batched: LibTorch factors a batch on OpenMP workers, and in its
 // oneMKL builds (the Python package index's wheels), after at::set_num_threads(n > 1), which
 // nabu's --threads calls, those nested factorisations give invalid pivots, so LU fails on
-// regular systems (README, "GPUs, mixed precision and another LibTorch";
+// regular systems (docs/results.md, "GPUs";
 // PostBssEval.SolvesEachSystemByLuWithManyThreads).
 torch::Tensor solve_each(const torch::Tensor& a, const torch::Tensor& b, int64_t* least_squares) {
   auto solve_one = [&](const torch::Tensor& system, const torch::Tensor& side) {

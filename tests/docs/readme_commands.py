@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""Every command README.md shows in a code block runs as written: each line that starts with
+`./run`, `build/nabu` or `tools/demo` is run from the project root with `--help` added (which
+parses every flag it names, so a renamed or misspelt option fails), except `nabu check`, which is
+cheap and runs as it is, and `./run tests` / `./run demo`, which are what this suite is.
+
+    tests/docs/readme_commands.py --nabu build/nabu [--readme README.md]
+"""
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PREFIXES = ("./run", "build/nabu", "tools/demo")
+
+
+def code_block_commands(text):
+    """(line number, command) of every line in a fenced code block that starts with a prefix;
+    a trailing backslash joins the next line, a '#' comment is dropped."""
+    commands, in_block, pending, start = [], False, "", 0
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            in_block = not in_block
+            continue
+        if not in_block:
+            continue
+        stripped = line.strip()
+        if pending:
+            pending += " " + stripped.rstrip("\\").strip()
+        elif stripped.startswith(PREFIXES):
+            pending, start = stripped.rstrip("\\").strip(), number
+        else:
+            continue
+        if not stripped.endswith("\\"):
+            commands.append((start, pending))
+            pending = ""
+    return commands
+
+
+def to_run(words, nabu):
+    """The argument list to run for a README command, or None when it is not run here."""
+    program, rest = words[0], words[1:]
+    if program == "tools/demo":
+        return [os.path.join(ROOT, "tools", "demo")] + rest + ["--help"]
+    if program == "./run" and (not rest or rest[0] in ("tests", "demo")):
+        return None
+    # Environment assignments before ./run (NABU_TORCH=wheel ./run ...) are not split off by
+    # shlex; README writes them before the program, so they never reach here.
+    if rest and rest[0] == "check":
+        return [nabu] + rest
+    return [nabu] + rest + ["--help"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nabu", required=True)
+    parser.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    args = parser.parse_args()
+    with open(args.readme) as handle:
+        text = handle.read()
+    failures, ran = [], 0
+    lines = text.count("\n") + 1
+    if lines > 300:
+        failures.append("README.md has %d lines; the guide keeps to 300" % lines)
+    if re.search(r"issue [0-9]", text, re.IGNORECASE):
+        failures.append("README.md names an issue ('issue N'); results and history go to docs/")
+    for number, command in code_block_commands(text):
+        words = shlex.split(command, comments=True)
+        argv = to_run(words, args.nabu)
+        if argv is None:
+            continue
+        ran += 1
+        result = subprocess.run(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                universal_newlines=True, timeout=120)
+        if result.returncode != 0:
+            failures.append("README.md:%d: `%s` exited %d: %s" % (
+                number, command, result.returncode, result.stdout.strip()[-400:]))
+    for failure in failures:
+        print(failure)
+    print("README.md: %d command(s) run, %d problem(s)" % (ran, len(failures)))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
