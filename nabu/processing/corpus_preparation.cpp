@@ -18,6 +18,7 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/progress.h"
 #include "nabu/core/strings.h"
+#include "nabu/processing/preparation_problems.h"
 #include "nabu/processing/wav_header.h"
 
 namespace nabu {
@@ -51,56 +52,6 @@ const CorpusKind& kind_named(const std::string& name) {
   throw Error("unknown corpus '" + name + "'" + did_you_mean(name, corpus_kinds()) +
               "; known: " + join(corpus_kinds(), ", "));
 }
-
-// Problems grouped per place and kind: a 16 kHz tree under wav8k is one line per folder, not
-// one per file.
-class Problems {
- public:
-  void add(const std::string& where, const std::string& what, const std::string& example = "") {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto key = std::make_pair(where, what);
-    auto found = entries_.find(key);
-    if (found == entries_.end()) {
-      order_.push_back(key);
-      entries_[key] = Entry{1, example};
-    } else {
-      ++found->second.count;
-    }
-  }
-  std::size_t size() const { return order_.size(); }
-  // Forgets the problems of every place under `prefix` (a whole tree summed up in one line).
-  void remove_under(const std::string& prefix) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<std::pair<std::string, std::string>> kept;
-    for (const auto& key : order_) {
-      if (key.first == prefix || starts_with(key.first, prefix + "/"))
-        entries_.erase(key);
-      else
-        kept.push_back(key);
-    }
-    order_ = std::move(kept);
-  }
-  void report() const {
-    for (const auto& key : order_) {
-      const Entry& entry = entries_.at(key);
-      std::string tail;
-      if (entry.count > 1)
-        tail = " (" + std::to_string(entry.count) + " files, first: " + entry.example + ")";
-      else if (!entry.example.empty())
-        tail = " (" + entry.example + ")";
-      spdlog::error("{}: {}{}", key.first, key.second, tail);
-    }
-  }
-
- private:
-  struct Entry {
-    std::size_t count = 0;
-    std::string example;
-  };
-  std::mutex mutex_;
-  std::vector<std::pair<std::string, std::string>> order_;
-  std::map<std::pair<std::string, std::string>, Entry> entries_;
-};
 
 struct Folder {
   std::string name;
@@ -683,7 +634,10 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
       check_split_files(split, variant, clean_root, metadata, workers, problems, progress, done,
                         rates);
       for (const auto& utterance : split.utterances) {
-        auto speakers = speakers_of(kind.name, utterance, variant.sources);
+        auto known = options.mixture_speakers.find(utterance);
+        auto speakers = known != options.mixture_speakers.end()
+                            ? known->second
+                            : speakers_of(kind.name, utterance, variant.sources);
         if (speakers.empty() && variant.sources > 0)
           problems.add(relative_name(split.dir, clean_root),
                        "the name does not say its " + std::to_string(variant.sources) +
@@ -718,10 +672,11 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
     out.mode = variant.mode;
     out.sample_rate = variant.sample_rate;
     out.speakers_per_mixture = variant.sources;
-    out.out = kind.name == "folder" ? options.out / variant.corpus
+    if (kind.name == "folder" && !options.name.empty()) out.corpus = options.name;
+    out.out = kind.name == "folder" ? options.out / out.corpus
                                     : options.out / variant.corpus / variant.rate_folder / variant.mode;
     std::vector<std::map<std::string, std::string>> lists;
-    nlohmann::json report{{"corpus", variant.corpus},          {"kind", kind.name},
+    nlohmann::json report{{"corpus", out.corpus},              {"kind", kind.name},
                           {"root", clean_root.string()},       {"source", variant.dir.string()},
                           {"sample_rate", variant.sample_rate}, {"mode", variant.mode},
                           {"speakers_per_mixture", variant.sources},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,10 @@ struct CorpusPreparationOptions {
   std::vector<std::string> modes;   // "min", "max"; empty: every one there
   std::filesystem::path speaker_genders;  // optional "speaker ... M|F" lines
   int workers = 0;                  // header readers in parallel; 0: all cores
+  // Kind folder: the name of the lists' folder under `out` (default: the root's name), and the
+  // speakers of each mixture when they are known (default: each source its own speaker).
+  std::string name;
+  std::map<std::string, std::vector<std::string>> mixture_speakers;
 };
 
 struct PreparedSplit {

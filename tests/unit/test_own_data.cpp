@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "nabu/processing/audio.h"
 #include "test_helpers.h"
@@ -47,16 +50,33 @@ std::string demo_recipe() {
   return (source_dir() / "recipes/SS/DBLSTM/toy_PIT_SISNR_2spk").string();
 }
 
-TEST(OwnData, SixteenKilohertzMixturesFromAFolderToASeparatedRecordingInSixCommands) {
-  TempDir dir;
-  make_mixture_folder(dir / "my_corpus", 8, 4);
-  // 1. The lists.
-  auto prepared = run_nabu("prepare folder my_corpus --out=data", dir.path());
+// ROOT/<speaker>/<name>.wav: `speakers` speakers at 16 kHz, each a harmonic voice of its own
+// pitch, with `files` recordings (the first speaker with one).
+void make_speaker_folder(const fs::path& root, int speakers, int files) {
+  for (int s = 0; s < speakers; ++s) {
+    const double f0 = 90.0 + 25.0 * s;
+    for (int f = 0; f < (s == 0 ? 1 : files); ++f) {
+      const int length = kRate * (8 + f + s % 3) / 10;
+      std::vector<short> samples(length);
+      for (int n = 0; n < length; ++n) {
+        double t = static_cast<double>(n) / kRate, value = 0;
+        for (int h = 1; h <= 5; ++h) value += std::sin(2 * M_PI * h * f0 * (1 + 0.05 * f) * t) / h;
+        samples[n] = static_cast<short>(2500 * value * (0.6 + 0.4 * std::sin(2 * M_PI * 2 * t + s)));
+      }
+      write_pcm16_wav(root / ("spk" + std::to_string(s)) / ("phrase_é" + std::to_string(f) + ".wav"),
+                      samples, kRate);
+    }
+  }
+}
+
+// docs/own_data.md's six commands on the prepared folder's data, from the demo's 8 kHz recipe:
+// prepare, recipe new (nfft fits a 16 kHz frame, stores of its own), data, train (tiny), test,
+// and separate a recording copied to another folder, at its own rate.
+void walk_through(const TempDir& dir, const std::string& folder, const fs::path& recording) {
+  auto prepared = run_nabu("prepare folder " + folder + " --out=data", dir.path());
   ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
-  ASSERT_TRUE(fs::exists(dir / "data/my_corpus/prepared.json"));
-  // 2. The recipe, from the demo's 8 kHz one: nfft fits a 16 kHz frame, its stores are its own.
-  auto made = run_nabu("recipe new recipes/mine --from=" + demo_recipe() +
-                           " --data=data/my_corpus",
+  ASSERT_TRUE(fs::exists(dir / ("data/" + folder + "/prepared.json")));
+  auto made = run_nabu("recipe new recipes/mine --from=" + demo_recipe() + " --data=data/" + folder,
                        dir.path());
   ASSERT_EQ(made.exit_code, 0) << made.output;
   EXPECT_NE(made.output.find("nfft 256 -> 512"), std::string::npos) << made.output;
@@ -64,7 +84,6 @@ TEST(OwnData, SixteenKilohertzMixturesFromAFolderToASeparatedRecordingInSixComma
             std::string::npos);
   EXPECT_EQ(read_text(dir / "recipes/mine/test_evaluator.cfg").find("task_2spk_real"),
             std::string::npos);
-  // 3-5. data, train (tiny), test.
   auto data = run_nabu("data --recipe=recipes/mine --expdir=exp/mine --threads=1", dir.path());
   ASSERT_EQ(data.exit_code, 0) << data.output;
   auto trained = run_nabu(
@@ -74,15 +93,58 @@ TEST(OwnData, SixteenKilohertzMixturesFromAFolderToASeparatedRecordingInSixComma
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   auto tested = run_nabu("test --expdir=exp/mine --threads=1", dir.path());
   ASSERT_EQ(tested.exit_code, 0) << tested.output;
-  // 6. A recording of one's own, at the corpus's rate, from another folder.
   fs::create_directories(dir / "elsewhere");
-  fs::copy_file(dir / "my_corpus/tt/mix/réunion_tt0.wav", dir / "elsewhere/meeting.wav");
+  fs::copy_file(recording, dir / "elsewhere/meeting.wav");
   auto separated = run_nabu("separate --expdir=../exp/mine --out=sep meeting.wav", dir / "elsewhere");
   ASSERT_EQ(separated.exit_code, 0) << separated.output;
   for (const char* speaker : {"s1", "s2"}) {
     auto audio = read_audio((dir / ("elsewhere/sep/meeting_" + std::string(speaker) + ".wav")).string());
     EXPECT_EQ(audio.sample_rate, kRate);
   }
+}
+
+TEST(OwnData, SixteenKilohertzMixturesFromAFolderToASeparatedRecordingInSixCommands) {
+  TempDir dir;
+  make_mixture_folder(dir / "my_corpus", 8, 4);
+  walk_through(dir, "my_corpus", dir / "my_corpus/tt/mix/réunion_tt0.wav");
+}
+
+// Single-speaker recordings: speakers split by a hash of their names into tr, cv, tt (no speaker
+// in two splits), mixtures of each split's own speakers, the real speakers in utt_spkinfo.txt;
+// a speaker with one recording is used like the others.
+TEST(OwnData, SixteenKilohertzSpeakerFoldersFromAFolderToASeparatedRecordingInSixCommands) {
+  TempDir dir;
+  make_speaker_folder(dir / "my_speakers", 9, 3);
+  walk_through(dir, "my_speakers", dir / "my_speakers/spk3/phrase_é0.wav");
+  std::map<std::string, std::set<std::string>> speakers;
+  for (const char* split : {"tr", "cv", "tt"}) {
+    std::istringstream lines(read_text(dir / ("data/my_speakers/" + std::string(split) + "/utt_spkinfo.txt")));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string utterance, path, first, gender1, second;
+      fields >> utterance >> path >> first >> gender1 >> second;
+      speakers[split].insert(first);
+      speakers[split].insert(second);
+    }
+  }
+  EXPECT_EQ(speakers["tt"].size(), 2u);
+  EXPECT_EQ(speakers["cv"].size(), 2u);
+  EXPECT_EQ(speakers["tr"].size(), 5u);
+  for (const auto& speaker : speakers["tr"]) {
+    EXPECT_FALSE(speakers["cv"].count(speaker)) << speaker;
+    EXPECT_FALSE(speakers["tt"].count(speaker)) << speaker;
+    EXPECT_EQ(speaker.rfind("spk", 0), 0u) << speaker;
+  }
+  // Too few speakers for three splits of two: one line, nothing written.
+  make_speaker_folder(dir / "few", 5, 2);
+  auto few = run_nabu("prepare folder few --out=data", dir.path());
+  EXPECT_NE(few.exit_code, 0);
+  EXPECT_NE(few.output.find("5 speaker folder(s) with wavs; mixtures of two speakers need at "
+                            "least 2 speakers in each of tr, cv (2) and tt (2)"),
+            std::string::npos)
+      << few.output;
+  EXPECT_FALSE(fs::exists(dir / "data/few"));
 }
 
 TEST(OwnData, AFolderWithMixedRatesOrAMissingSourceIsOneLinePerFolderAndWritesNothing) {
