@@ -555,9 +555,7 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
   const CorpusKind& kind = kind_named(options.kind);
   const fs::path root = fs::absolute(options.root).lexically_normal();
   const fs::path clean_root = root.filename().empty() ? root.parent_path() : root;
-  if (clean_root.string().find_first_of(" \t") != std::string::npos)
-    throw DataError(clean_root.string() + ": a path with a space cannot go into list files, "
-                    "which separate their fields by spaces; rename or link the folder");
+  refuse_space_in_path(clean_root);
   const auto genders = read_genders(options.speaker_genders);
   std::set<std::string> rates, modes(options.modes.begin(), options.modes.end());
   for (const auto& rate : options.rates) rates.insert(canonical_rate(rate));

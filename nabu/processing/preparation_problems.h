@@ -2,6 +2,7 @@
 // tree under wav8k is one line per folder, not one per file.
 #pragma once
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
@@ -61,5 +63,13 @@ class Problems {
   std::vector<std::pair<std::string, std::string>> order_;
   std::map<std::pair<std::string, std::string>, Entry> entries_;
 };
+
+// List files separate their fields by spaces: a corpus root whose path holds one cannot be
+// listed. Throws DataError naming it.
+inline void refuse_space_in_path(const std::filesystem::path& root) {
+  if (root.string().find_first_of(" \t") != std::string::npos)
+    throw DataError(root.string() + ": a path with a space cannot go into list files, which "
+                    "separate their fields by spaces; rename or link the folder");
+}
 
 }  // namespace nabu

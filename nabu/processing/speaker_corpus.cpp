@@ -63,9 +63,7 @@ bool is_speaker_folder_corpus(const fs::path& root) {
 std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& options) {
   fs::path root = fs::absolute(options.root).lexically_normal();
   if (root.filename().empty()) root = root.parent_path();
-  if (root.string().find_first_of(" \t") != std::string::npos)
-    throw DataError(root.string() + ": a path with a space cannot go into list files, which "
-                    "separate their fields by spaces; rename or link the folder");
+  refuse_space_in_path(root);
   const std::string corpus = root.filename().string();
 
   // Every recording: a readable mono wav at the first one's rate, not silent.
