@@ -101,7 +101,7 @@ struct Scoring {
   nlohmann::json utterances = nlohmann::json::object();
 };
 
-std::unique_ptr<Scoring> make_scoring(const Recipe& recipe, const std::string& task) {
+std::unique_ptr<Scoring> make_recognition_scoring(const Recipe& recipe, const std::string& task) {
   const ConfigFile* scorers = recipe.find("scorer.cfg");
   const ConfigSection* section = scorers ? scorers->find_section(task) : nullptr;
   if (!section) {
@@ -125,7 +125,7 @@ EvaluationResult run_recognition_test(const Recipe& recipe, Separator& model,
                                       int64_t max_utterances,
                                       const std::function<void(const std::string&)>& on_summary) {
   Decoder decoder(recipe.get("decoder.cfg").section(task), recipe);
-  auto scoring = make_scoring(recipe, task);
+  auto scoring = make_recognition_scoring(recipe, task);
   std::string hypotheses;
   int64_t done = 0;
   auto loss = model.evaluate_outputs(task, max_utterances, [&](const std::string& utterance,

@@ -761,7 +761,9 @@ TEST(ChannelAugmentation, DrawsKeepTheMixturesAndChangeEachSource) {
       ++count;
       rooms += channel.rt60 > 0, telephones += channel.telephone, codecs += channel.gsm;
       EXPECT_LE(std::abs(channel.tilt_db), 6.0);
-      if (channel.rt60 > 0) EXPECT_TRUE(channel.rt60 >= 0.2 && channel.rt60 <= 0.8);
+      if (channel.rt60 > 0) {
+        EXPECT_TRUE(channel.rt60 >= 0.2 && channel.rt60 <= 0.8);
+      }
     }
     auto mixed = changed.signals(d), reference = plain.signals(p);
     ASSERT_EQ(mixed.mixture.size(0), reference.mixture.size(0));

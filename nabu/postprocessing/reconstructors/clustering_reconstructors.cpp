@@ -231,23 +231,26 @@ class DeepclusteringNoiseReconstructor : public ClusteringReconstructor {
 };
 
 template <class T>
-ReconstructorPtr make(const ConfigSection& section) {
+ReconstructorPtr make_reconstructor(const ConfigSection& section) {
   return std::make_shared<T>(section);
 }
 
 }  // namespace
 
 NABU_REGISTER_WITH_OPTIONS(reconstructor_registry, "deepclustering",
-                           make<DeepclusteringReconstructor>, ClusteringReconstructorOptions,
+                           make_reconstructor<DeepclusteringReconstructor>,
+                           ClusteringReconstructorOptions,
                            "k-means on L2-normalised embeddings of the used bins; binary masks")
 NABU_REGISTER_WITH_OPTIONS(reconstructor_registry, "deepclustering_flat",
-                           make<DeepclusteringReconstructor>, ClusteringReconstructorOptions,
+                           make_reconstructor<DeepclusteringReconstructor>,
+                           ClusteringReconstructorOptions,
                            "deepclustering for embeddings laid out [T, F, D]")
 NABU_REGISTER_WITH_OPTIONS(reconstructor_registry, "deepattractornet",
-                           make<DeepattractorReconstructor>, DeepattractorReconstructorOptions,
+                           make_reconstructor<DeepattractorReconstructor>,
+                           DeepattractorReconstructorOptions,
                            "k-means centres of the used embeddings as attractors; softmax masks")
 NABU_REGISTER_WITH_OPTIONS(reconstructor_registry, "deepclusteringnoise",
-                           make<DeepclusteringNoiseReconstructor>,
+                           make_reconstructor<DeepclusteringNoiseReconstructor>,
                            DeepclusteringNoiseReconstructorOptions,
                            "deepclustering on the bins the noise filter keeps; masks scaled by it")
 
