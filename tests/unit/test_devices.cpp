@@ -231,9 +231,9 @@ TEST(CudaUpdate, ClippedAdamUpdatesOnTheGpuMatchTheCpu) {
     for (const auto& entry : named) out.push_back(entry.second);
     return out;
   };
-  ParameterUpdate on_cpu(options, false, cfg.section("trainer"), 0.01, cpu,
+  ParameterUpdate on_cpu(options, ProfilingOptions{}, cfg.section("trainer"), 0.01, cpu,
                          {{"task", 1.0, tensors(cpu)}});
-  ParameterUpdate on_gpu(options, false, cfg.section("trainer"), 0.01, gpu,
+  ParameterUpdate on_gpu(options, ProfilingOptions{}, cfg.section("trainer"), 0.01, gpu,
                          {{"task", 1.0, tensors(gpu)}});
   for (int step = 0; step < 6; ++step) {
     std::vector<torch::Tensor> cpu_gradients, gpu_gradients;

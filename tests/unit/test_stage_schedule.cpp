@@ -46,7 +46,7 @@ StageScheduleSettings options_with(int64_t epoch_steps, int64_t valid_frequency)
   StageScheduleSettings options;
   options.epoch_steps = epoch_steps;
   options.validates = true;
-  options.valid_frequency = valid_frequency;
+  options.schedule.valid_frequency = valid_frequency;
   return options;
 }
 
@@ -81,7 +81,7 @@ TEST(StageSchedule, MaxStepsCapsTheStageWithItsReason) {
 
 TEST(StageSchedule, TrainingTimeBudgetStopsAndTheLastStepIsValidated) {
   auto options = options_with(1000, 100);
-  options.max_train_seconds = 12.5;  // 2.5 s per update: stops after update 5
+  options.schedule.max_train_minutes = 12.5 / 60;  // 2.5 s per update: stops after update 5
   StageSchedule schedule(options);
   auto result = walk(schedule, fresh(schedule), 2.5);
   EXPECT_EQ(result.steps, 5);
@@ -91,7 +91,7 @@ TEST(StageSchedule, TrainingTimeBudgetStopsAndTheLastStepIsValidated) {
 
 TEST(StageSchedule, ValidEverySecondsWhicheverComesFirst) {
   auto options = options_with(30, 10);
-  options.valid_every_seconds = 4;  // 1 s per update: every 4 updates
+  options.schedule.valid_every_seconds = 4;  // 1 s per update: every 4 updates
   StageSchedule schedule(options);
   EXPECT_EQ(walk(schedule, fresh(schedule)).validations,
             (std::vector<int64_t>{0, 4, 8, 12, 16, 20, 24, 28, 30}));
@@ -99,14 +99,14 @@ TEST(StageSchedule, ValidEverySecondsWhicheverComesFirst) {
 
 TEST(StageSchedule, FirstValidationAfterAStartDelay) {
   auto options = options_with(40, 10);
-  options.valid_start = 15;
+  options.schedule.valid_start_step = 15;
   StageSchedule schedule(options);
   EXPECT_EQ(walk(schedule, fresh(schedule)).validations, (std::vector<int64_t>{15, 25, 35, 40}));
 }
 
 TEST(StageSchedule, ThrottleAllowsOneValidationPerIntervalButNotTheFirstOrLast) {
   auto options = options_with(23, 2);
-  options.valid_min_seconds = 5;  // due every 2 updates, allowed every 5 s (updates)
+  options.schedule.valid_min_seconds = 5;  // due every 2 updates, allowed every 5 s (updates)
   StageSchedule schedule(options);
   EXPECT_EQ(walk(schedule, fresh(schedule)).validations,
             (std::vector<int64_t>{0, 5, 10, 15, 20, 23}));
@@ -123,7 +123,7 @@ TEST(StageSchedule, NoValidationTasksNeverValidate) {
 
 TEST(StageSchedule, AResumedStageDecidesAsAnUninterruptedOne) {
   auto options = options_with(25, 10);
-  options.valid_every_seconds = 7;
+  options.schedule.valid_every_seconds = 7;
   StageSchedule schedule(options);
   auto whole = walk(schedule, fresh(schedule));
   // Stopped after update 13 (as a checkpoint holds it), resumed: the state carries on.
@@ -149,8 +149,8 @@ TEST(StageSchedule, AResumedStageDecidesAsAnUninterruptedOne) {
 TEST(StageSchedule, CheckpointsByMinutesOrUpdates) {
   StageScheduleSettings options;
   options.epoch_steps = 100;
-  options.checkpoint_every_minutes = 1;  // 60 s
-  options.checkpoint_every_steps = 0;
+  options.schedule.checkpoint_every = 1;  // minutes: 60 s
+  options.schedule.checkpoint_every_steps = 0;
   StageSchedule by_time(options);
   StageState state;
   std::vector<int64_t> saved;
@@ -162,8 +162,8 @@ TEST(StageSchedule, CheckpointsByMinutesOrUpdates) {
     }
   }
   EXPECT_EQ(saved, (std::vector<int64_t>{3, 6, 9}));
-  options.checkpoint_every_minutes = 0;
-  options.checkpoint_every_steps = 4;
+  options.schedule.checkpoint_every = 0;
+  options.schedule.checkpoint_every_steps = 4;
   StageSchedule by_steps(options);
   state = StageState{};
   saved.clear();
@@ -178,9 +178,9 @@ TEST(StageSchedule, ExportsKeptCheckpointsProgressAndProfile) {
   StageScheduleSettings options;
   options.epoch_steps = 50;
   options.max_steps = 23;
-  options.export_every = 10;
-  options.keep_checkpoint_every_hours = 1.0 / 60;  // 60 s
-  options.progress_every = 10;
+  options.schedule.export_every = 10;
+  options.schedule.keep_checkpoint_every_hours = 1.0 / 60;  // 60 s
+  options.schedule.progress_every = 10;
   options.profile = {3, 5};
   StageSchedule schedule(options);
   StageState state;

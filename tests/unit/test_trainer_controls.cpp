@@ -262,7 +262,7 @@ TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
     auto options = read_trainer_options(cfg).optimizer;
     auto named = tiny_model();
     auto parameters = tensors_of(named);
-    ParameterUpdate update(options, false, cfg.section("trainer"), learning_rates[0], named,
+    ParameterUpdate update(options, ProfilingOptions{}, cfg.section("trainer"), learning_rates[0], named,
                            {{"task", 1.0, parameters}});
     WrittenOutOptimizer reference;
     reference.options = options;
@@ -286,7 +286,7 @@ TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
                            "\nweight_decay = 0.3");
     auto named = tiny_model();
     ParameterUpdate update(read_trainer_options(cfg).optimizer,
-                           read_trainer_options(cfg).profiling.log_norms,
+                           read_trainer_options(cfg).profiling,
                            cfg.section("trainer"), 0.1, named,
                            {{"task", 1.0, tensors_of(named)}});
     for (int step = 0; step < 3; ++step)
@@ -308,7 +308,7 @@ TEST(ParameterUpdate, FrozenParametersStayBitIdenticalAndHaveNoOptimizerState) {
   ASSERT_EQ(frozen, std::vector<std::string>{"main.bias"});
   const auto before = named[1].second.detach().clone();
   std::vector<torch::Tensor> trained{named[0].second, named[2].second};
-  ParameterUpdate update(options, false, cfg.section("trainer"), 0.1, named,
+  ParameterUpdate update(options, ProfilingOptions{}, cfg.section("trainer"), 0.1, named,
                          {{"task", 1.0, trained}});
   const auto trained_before = values_of(trained);
   for (int step = 0; step < 3; ++step)
@@ -334,7 +334,7 @@ TEST(ParameterUpdate, FrozenParametersStayBitIdenticalAndHaveNoOptimizerState) {
   // A task that still lists a frozen parameter is an error, not a silent update; so is a
   // pattern that matches nothing.
   auto message = error_of([&] {
-    ParameterUpdate(options, false, cfg.section("trainer"), 0.1, named,
+    ParameterUpdate(options, ProfilingOptions{}, cfg.section("trainer"), 0.1, named,
                     {{"task", 1.0, tensors_of(named)}});
   });
   EXPECT_NE(message.find("main.bias"), std::string::npos) << message;
@@ -354,7 +354,7 @@ TEST(ParameterUpdate, GradientMultipliersZeroFreezesAndTwoDoublesThePlainSgdStep
     auto cfg = trainer_cfg("optimizer = sgd\n" + keys);
     auto named = tiny_model();
     ParameterUpdate update(read_trainer_options(cfg).optimizer,
-                           read_trainer_options(cfg).profiling.log_norms,
+                           read_trainer_options(cfg).profiling,
                            cfg.section("trainer"), lr, named,
                            {{"task", 1.0, tensors_of(named)}});
     apply_once(update, shaped_like(tensors_of(named), gradient), lr, 0);
@@ -392,7 +392,7 @@ TEST(ParameterUpdate, ElementWiseClippingClipsInfinitiesAndANaNStopsTheUpdate) {
   auto run = [&](const std::vector<double>& gradient) {
     auto cfg = trainer_cfg("optimizer = sgd\nclip_grad_value = 1");
     auto named = tiny_model();
-    ParameterUpdate update(read_trainer_options(cfg).optimizer, false, cfg.section("trainer"), lr,
+    ParameterUpdate update(read_trainer_options(cfg).optimizer, ProfilingOptions{}, cfg.section("trainer"), lr,
                            named, {{"task", 1.0, tensors_of(named)}});
     apply_once(update, shaped_like(tensors_of(named), gradient), lr, 4);
     return values_of(tensors_of(named));
@@ -419,7 +419,7 @@ TEST(ParameterUpdate, GlobalNormClippingScalesTheSummedGradientToTheNorm) {
     std::vector<torch::Tensor> a_parameters{named[0].second, named[1].second};
     std::vector<torch::Tensor> b_parameters{named[1].second, named[2].second};
     ParameterUpdate update(read_trainer_options(cfg).optimizer,
-                           read_trainer_options(cfg).profiling.log_norms,
+                           read_trainer_options(cfg).profiling,
                            cfg.section("trainer"), 1.0, named,
                            {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
     std::vector<torch::Tensor> a_gradients = {torch::tensor({1.5, -2.0}, torch::kFloat64),
@@ -464,7 +464,7 @@ TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
   std::vector<torch::Tensor> a_parameters{named[0].second};
   std::vector<torch::Tensor> b_parameters{named[2].second};
   ParameterUpdate update(read_trainer_options(cfg).optimizer,
-                           read_trainer_options(cfg).profiling.log_norms,
+                           read_trainer_options(cfg).profiling,
                            cfg.section("trainer"), 0.5, named,
                          {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
   std::vector<torch::Tensor> a_gradients = {torch::tensor({3.0, -4.0}, torch::kFloat64)};
@@ -477,6 +477,99 @@ TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
   EXPECT_NEAR(after[1], before[1] - 1.0 * -0.8, 1e-15);
   EXPECT_NEAR(after[5], before[5] - 0.5 * 0.5, 1e-15);
   for (std::size_t k = 2; k < 5; ++k) EXPECT_EQ(after[k], before[k]);
+}
+
+TEST(ParameterUpdate, PerTensorNormClippingCapsEachTensorOnItsOwn) {
+  // clip_grad_norm_per_tensor (seed 003's slim clip_gradient_norms): each tensor times
+  // min(1, cap / its norm); the global norm would scale all three alike. Plain SGD, rate 1.
+  auto cfg = trainer_cfg("optimizer = sgd\nclip_grad_norm = 2\nclip_grad_norm_per_tensor = True");
+  auto named = tiny_model();
+  ParameterUpdate update(read_trainer_options(cfg).optimizer, ProfilingOptions{},
+                         cfg.section("trainer"), 1.0, named, {{"task", 1.0, tensors_of(named)}});
+  const std::vector<double> gradient = {3.0, -4.0, 0.5, 1.0, -0.5, -7.0};
+  auto before = values_of(tensors_of(named));
+  apply_once(update, shaped_like(tensors_of(named), gradient), 1.0, 0);
+  auto after = values_of(tensors_of(named));
+  // main.weight: norm 5 -> x 2/5; main.bias: norm sqrt(1.5) < 2, unchanged; out.weight: 7 -> 2.
+  const std::vector<double> applied = {1.2, -1.6, 0.5, 1.0, -0.5, -2.0};
+  for (std::size_t k = 0; k < applied.size(); ++k)
+    EXPECT_NEAR(before[k] - after[k], applied[k], 1e-14) << k;
+}
+
+TEST(TaskLossCombination, MeanDividesTheTaskWeightsByTheirSumEverywhere) {
+  // Two tasks weighted 3 and 1: sum (the default, Nabu-MSSS) keeps the weights, mean (the older
+  // trainer's unweighted mean over tasks when no weights are given) divides them by 4. The update
+  // of plain SGD at rate 1 is the weighted sum of the task gradients, written out.
+  auto read = [](const std::string& keys) {
+    return read_trainer_options(ConfigFile::parse(
+        "[trainer]\ntasks = a b\noptimizer = sgd\n" + keys + "\n", "trainer.cfg"));
+  };
+  auto sum = read("task_weights = 3 1");
+  auto mean = read("task_weights = 3 1\ntask_loss_combination = mean");
+  auto unweighted = read("task_loss_combination = mean");
+  EXPECT_DOUBLE_EQ(sum.task_weight(0), 3.0);
+  EXPECT_DOUBLE_EQ(sum.task_weight(1), 1.0);
+  EXPECT_DOUBLE_EQ(mean.task_weight(0), 0.75);
+  EXPECT_DOUBLE_EQ(mean.task_weight(1), 0.25);
+  EXPECT_DOUBLE_EQ(unweighted.task_weight(0), 0.5);
+  EXPECT_DOUBLE_EQ(unweighted.task_weight(1), 0.5);
+
+  auto step = [](const TrainerOptions& options) {
+    auto cfg = trainer_cfg("optimizer = sgd");
+    auto named = tiny_model();
+    std::vector<torch::Tensor> both{named[0].second};
+    ParameterUpdate update(options.optimizer, ProfilingOptions{}, cfg.section("trainer"), 1.0,
+                           named,
+                           {{"a", options.task_weight(0), both}, {"b", options.task_weight(1), both}});
+    std::vector<torch::Tensor> a = {torch::tensor({1.0, -2.0}, torch::kFloat64)};
+    std::vector<torch::Tensor> b = {torch::tensor({4.0, 8.0}, torch::kFloat64)};
+    auto before = values_of(tensors_of(named));
+    update.apply({{1.0, 1.0, &a}, {1.0, 1.0, &b}}, 1.0, 0, "test");
+    auto after = values_of(tensors_of(named));
+    return std::vector<double>{before[0] - after[0], before[1] - after[1]};
+  };
+  auto summed = step(sum), averaged = step(mean);
+  EXPECT_NEAR(summed[0], 3 * 1.0 + 4.0, 1e-15);
+  EXPECT_NEAR(summed[1], 3 * -2.0 + 8.0, 1e-15);
+  EXPECT_NEAR(averaged[0], (3 * 1.0 + 4.0) / 4, 1e-15);
+  EXPECT_NEAR(averaged[1], (3 * -2.0 + 8.0) / 4, 1e-15);
+
+  auto message = error_of([&] { read("task_loss_combination = average"); });
+  EXPECT_NE(message.find("task_loss_combination"), std::string::npos) << message;
+  EXPECT_NE(message.find("average"), std::string::npos) << message;
+}
+
+TEST_F(TrainingRun, ClipGradValuePerMinibatchClampsEachMinibatchBeforeTheSum) {
+  // Two minibatches per update, unnormalised gradients clamped at 0.001: the original's older
+  // trainer (seed 001) clamps each minibatch, so an element of the applied sum reaches 0.002 where
+  // both minibatches exceed the bound with one sign; Nabu-MSSS clamps the sum, so nothing exceeds
+  // 0.001. print_grads_stats logs the applied gradient's largest |element|.
+  const std::string common =
+      "--max-steps=1 --set trainer.cfg:trainer:valid_frequency=1000"
+      " --set trainer.cfg:trainer:optimizer=sgd --set 'trainer.cfg:trainer:numbatches_to_aggregate=2 1'"
+      " --set trainer.cfg:trainer:normalize_gradients=False"
+      " --set trainer.cfg:trainer:clip_grad_value=0.001"
+      " --set trainer.cfg:trainer:print_grads_stats=True"
+      " --set trainer.cfg:trainer:print_var_updates=True";
+  auto summed = train("exp_sum", common);
+  ASSERT_EQ(summed.exit_code, 0) << summed.output;
+  auto per_minibatch =
+      train("exp_minibatch", common + " --set trainer.cfg:trainer:clip_grad_value_per_minibatch=True");
+  ASSERT_EQ(per_minibatch.exit_code, 0) << per_minibatch.output;
+  auto largest = [](const std::string& output) {
+    auto at = output.find("update 1: |gradient| over ");
+    EXPECT_NE(at, std::string::npos) << output;
+    if (at == std::string::npos) return 0.0;
+    auto max_at = output.find(" max ", at);
+    return std::stod(output.substr(max_at + 5));
+  };
+  EXPECT_DOUBLE_EQ(largest(summed.output), 0.001);
+  EXPECT_DOUBLE_EQ(largest(per_minibatch.output), 0.002);
+  // print_var_updates: the original's mean |change| x 1e4, one line per tensor.
+  EXPECT_NE(per_minibatch.output.find("update 1: mean |parameter change| x 1e4 over "),
+            std::string::npos);
+  EXPECT_NE(per_minibatch.output.find("  change x 1e4 main."), std::string::npos)
+      << per_minibatch.output;
 }
 
 TEST(MultiTensorAdam, MatchesTorchAdamToTheBit) {

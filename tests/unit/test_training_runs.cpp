@@ -501,6 +501,106 @@ TEST_F(TrainingRun, LinkedSetsAddTheirWeightedLosses) {
   EXPECT_NE(wrong.output.find("linkedset_weighting"), std::string::npos) << wrong.output;
 }
 
+// The original's validation rules with two tasks (docs/trainer.md, "Validation"): every task
+// validates on the minimum of the tasks' batch counts, tasks_excluded_for_val takes a task out,
+// and evaluator = None trains without validation and still writes the stage's model.
+TEST_F(TrainingRun, ValidationBatchMinimumTasksExcludedForValAndEvaluatorNone) {
+  // task_b is task_2spk on the training split: 16 mixtures (4 validation batches of 4) against
+  // the 4 of the validation split (1 batch).
+  auto task = [](const std::string& split, const std::string& dev) {
+    return "[task_b]\nloss_type = deepclustering\ninputs = features\noutputs = bin_emb\n"
+           "nodes = n0 bin_emb\nn0_model = main\nn0_inputs = features\n"
+           "bin_emb_model = outlayer\nbin_emb_inputs = n0\nfeatures = " + split + "spec\n"
+           "targets = binary_targets usedbins\nbinary_targets = " + split + "targets\n"
+           "usedbins = " + split + "usedbins\n" + dev + "\n[task_2spk]";
+  };
+  auto recipe = copy_recipe(dc_recipe(), dir_,
+                            {{"trainer.cfg", {"tasks = task_2spk", "tasks = task_2spk task_b"}},
+                             {"trainer.cfg", {"[task_2spk]", task("train", "")}},
+                             {"validation_evaluator.cfg",
+                              {"[task_2spk]", task("train", "validation_metric = loss\n")}}});
+  auto train_copy = [&](const std::string& expdir, const std::string& extra) {
+    return run_nabu("train --expdir=" + expdir + " --recipe=" + recipe.string() +
+                        " --threads=1 --seed=3 --deterministic"
+                        " --set model.cfg:main:num_units=8 --set model.cfg:main:input_noise=0"
+                        " --set validation_evaluator.cfg:evaluator:batch_size=4"
+                        " --set 'trainer.cfg:trainer:batch_size=4 2' --max-steps=2,0"
+                        " --set trainer.cfg:trainer:valid_frequency=1000 " + extra,
+                    dir_.path());
+  };
+  auto first_validation = [&](const std::string& expdir) {
+    std::ifstream in(dir_ / expdir / "100/metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto record = nlohmann::json::parse(line);
+      if (record["type"] == "validation") return record;
+    }
+    ADD_FAILURE() << "no validation in " << expdir;
+    return nlohmann::json();
+  };
+
+  auto both = train_copy("exp_both", "");
+  ASSERT_EQ(both.exit_code, 0) << both.output;
+  EXPECT_NE(both.output.find("validation: 2 task(s), 1 batch(es) each"), std::string::npos)
+      << both.output;
+  auto both_record = first_validation("exp_both");
+  ASSERT_TRUE(both_record["task_losses"].contains("task_2spk")) << both_record.dump();
+  ASSERT_TRUE(both_record["task_losses"].contains("task_b")) << both_record.dump();
+
+  auto alone = train_copy("exp_alone",
+                          "--set validation_evaluator.cfg:evaluator:tasks_excluded_for_val=task_2spk");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_NE(alone.output.find("validation: 1 task(s), 4 batch(es) each"), std::string::npos)
+      << alone.output;
+  auto alone_record = first_validation("exp_alone");
+  EXPECT_FALSE(alone_record["task_losses"].contains("task_2spk")) << alone_record.dump();
+  // Its total is task_b's loss alone, over its 4 batches; with both it read only the first.
+  EXPECT_DOUBLE_EQ(alone_record["loss"].get<double>(),
+                   alone_record["task_losses"]["task_b"].get<double>());
+  EXPECT_NE(alone_record["task_losses"]["task_b"].get<double>(),
+            both_record["task_losses"]["task_b"].get<double>());
+  // The same validation limited to one batch by requested_utts gives the value read with both.
+  auto one_batch = train_copy("exp_one_batch",
+                              "--set validation_evaluator.cfg:evaluator:tasks_excluded_for_val=task_2spk"
+                              " --set validation_evaluator.cfg:evaluator:requested_utts=4");
+  ASSERT_EQ(one_batch.exit_code, 0) << one_batch.output;
+  EXPECT_NEAR(first_validation("exp_one_batch")["task_losses"]["task_b"].get<double>(),
+              both_record["task_losses"]["task_b"].get<double>(),
+              1e-6 * std::abs(both_record["task_losses"]["task_b"].get<double>()));
+
+  auto none = train_copy("exp_none", "--set validation_evaluator.cfg:evaluator:evaluator=None");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_NE(none.output.find("validation disabled (evaluator = None)"), std::string::npos)
+      << none.output;
+  EXPECT_TRUE(validation_losses(dir_ / "exp_none/100/metrics.jsonl").empty());
+  EXPECT_EQ(training_losses_by_step(dir_ / "exp_none/100/metrics.jsonl").size(), 2u);
+  EXPECT_TRUE(fs::exists(dir_ / "exp_none/100/model/model.pt"));
+  EXPECT_TRUE(fs::exists(dir_ / "exp_none/full/model/model.pt"));
+}
+
+// A second `nabu train` into an experiment is refused; --overwrite starts it over: the old
+// stages, their checkpoints and the record of the stores it read are gone first.
+TEST_F(TrainingRun, OverwriteStartsTheExperimentOverAndWithoutItASecondRunIsRefused) {
+  const std::string run = "--set trainer.cfg:trainer:valid_frequency=1000";
+  ASSERT_EQ(train("exp", run + " --max-steps=1,0").exit_code, 0);
+  write_text(dir_ / "exp/100/logdir/stale.marker", "from the first run");
+  auto again = train("exp", run + " --max-steps=1,0");
+  EXPECT_EQ(again.exit_code, 1) << again.output;
+  EXPECT_NE(again.output.find("already holds a training; continue it with --resume, start over "
+                              "with --overwrite"),
+            std::string::npos)
+      << again.output;
+  EXPECT_TRUE(fs::exists(dir_ / "exp/100/logdir/stale.marker"));
+  write_text(dir_ / "exp/stores.json", "{\"not\": \"a record of these stores\"}");
+  auto over = train("exp", run + " --overwrite --max-steps=2,0");
+  ASSERT_EQ(over.exit_code, 0) << over.output;
+  EXPECT_FALSE(fs::exists(dir_ / "exp/100/logdir/stale.marker"));
+  auto losses = training_losses_by_step(dir_ / "exp/100/metrics.jsonl");
+  ASSERT_EQ(losses.size(), 2u);  // a fresh metrics.jsonl, not the first run's plus two
+  EXPECT_EQ(losses.begin()->first, 1);
+  EXPECT_EQ(read_text(dir_ / "exp/stores.json").find("\"not\""), std::string::npos);
+}
+
 TEST_F(TrainingRun, DivergingLossStopsNamingTaskAndStep) {
   auto result = train("exp_nan", "--max-steps=50 --set trainer.cfg:trainer:valid_frequency=1000"
                                  " --set 'trainer.cfg:trainer:initial_learning_rate=1e38 1e38'");

@@ -59,47 +59,18 @@ void unflatten(const torch::Tensor& flat, std::vector<torch::Tensor>& gradients,
   }
 }
 
-// Fault injection for tests/unit/test_faults.cpp: NABU_TEST_HANG_AT_STEP=N makes rank
-// NABU_TEST_HANG_RANK (default 1) block without computing before update N, as a rank stuck in a
-// file system read does. Unset, it costs one comparison per update.
-int64_t test_hang_step(int rank) {
-  const char* step = std::getenv("NABU_TEST_HANG_AT_STEP");
-  const char* hang_rank = std::getenv("NABU_TEST_HANG_RANK");
-  if (!step || (hang_rank ? std::atoi(hang_rank) : 1) != rank) return -1;
-  return std::atoll(step);
-}
-
-// Fault injection for tests/unit/test_faults.cpp: NABU_TEST_ABORT_AT_STEP=N makes rank
-// NABU_TEST_HANG_RANK (default 0) abort (SIGABRT, as a crash) before update N of every run.
-int64_t test_abort_step(int rank) {
-  const char* step = std::getenv("NABU_TEST_ABORT_AT_STEP");
-  const char* abort_rank = std::getenv("NABU_TEST_HANG_RANK");
-  if (!step || (abort_rank ? std::atoi(abort_rank) : 0) != rank) return -1;
-  return std::atoll(step);
-}
-
-// Fault injection for tests/unit/test_devices.cpp: NABU_TEST_INF_GRADIENT_AT_STEP=N puts an
-// infinity into a gradient of update N, as an fp16 overflow would.
-int64_t test_inf_step() {
-  const char* step = std::getenv("NABU_TEST_INF_GRADIENT_AT_STEP");
-  return step ? std::atoll(step) : -1;
-}
-
 }  // namespace
 
 MultiTaskTrainer::MultiTaskTrainer(const StageContext& context)
     : recipe_(context.recipe), options_(context.options), stage_(context.stage),
       stage_dir_(context.stage_dir), init_model_(context.init_model),
       communicator_(context.communicator), settings_(context.settings),
-      test_hang_step_(test_hang_step(context.communicator.rank())),
-      test_inf_step_(test_inf_step()),
-      test_abort_step_(test_abort_step(context.communicator.rank())) {}
+      faults_(context.communicator.rank()) {}
 
 MultiTaskTrainer::~MultiTaskTrainer() = default;
 
 void MultiTaskTrainer::build() {
   const ConfigFile& trainer_cfg = recipe_.get("trainer.cfg");
-  const ConfigSection& trainer_section = trainer_cfg.section("trainer");
   const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
   bank_ = std::make_unique<ModelBank>(recipe_.get("model.cfg"));
   // The stores this experiment reads stay the ones it first read (a resume, a later stage).
@@ -128,17 +99,17 @@ void MultiTaskTrainer::build() {
   // Built and initialised on the CPU (the same numbers on every device), then moved: the
   // optimizers below keep their state where the parameters are.
   bank_->to(settings_.device);
-  precision_ = parse_precision(options_.compute.precision, "precision");
-  check_precision(precision_, settings_.device, "trainer.cfg [trainer] precision");
-  for (auto& task : tasks_) task->set_precision(precision_);
-  scaler_ = LossScaler(precision_ == Precision::kFp16);
-  if (precision_ != Precision::kFp32)
-    spdlog::info("precision: {} autocast{}", precision_name(precision_),
-                 scaler_.enabled() ? fmt::format(", loss scale {}", scaler_.scale()) : "");
+  count_steps();
+  build_update(trainer_cfg.section("trainer"));
+  validation_ = StageValidation::build({recipe_, options_, stage_, *bank_, stores_});
+}
+
+void MultiTaskTrainer::count_steps() {
   num_steps_ = -1;
   for (auto& task : tasks_) {
-    int64_t steps = steps_for_task(options_.schedule.num_epochs, task->num_examples(), stage_.batch_size,
-                                   stage_.numbatches_to_aggregate, communicator_.world_size());
+    int64_t steps = steps_for_task(options_.schedule.num_epochs, task->num_examples(),
+                                   stage_.batch_size, stage_.numbatches_to_aggregate,
+                                   communicator_.world_size());
     spdlog::info("task {}: {} examples per epoch, {} steps for {} epochs", task->name(),
                  task->num_examples(), steps, options_.schedule.num_epochs);
     num_steps_ = num_steps_ < 0 ? steps : std::min(num_steps_, steps);
@@ -153,7 +124,20 @@ void MultiTaskTrainer::build() {
   if (schedule.kind == LearningRateSchedule::Kind::kCosine)
     spdlog::info("learning rate: cosine from {} to {} over {} updates", schedule.initial,
                  schedule.min, schedule.span(num_steps_));
+}
 
+void MultiTaskTrainer::build_update(const ConfigSection& trainer_section) {
+  precision_ = parse_precision(options_.compute.precision, "precision");
+  check_precision(precision_, settings_.device, "trainer.cfg [trainer] precision");
+  for (auto& task : tasks_) {
+    task->set_precision(precision_);
+    if (options_.optimizer.clip_grad_value_per_minibatch)
+      task->set_minibatch_clip(options_.optimizer.clip_grad_value);
+  }
+  scaler_ = LossScaler(precision_ == Precision::kFp16);
+  if (precision_ != Precision::kFp32)
+    spdlog::info("precision: {} autocast{}", precision_name(precision_),
+                 scaler_.enabled() ? fmt::format(", loss scale {}", scaler_.scale()) : "");
   // Frozen parameters get no gradient and no optimizer state.
   auto named = bank_->named_parameters();
   auto frozen = frozen_parameter_names(options_.optimizer, trainer_section, named);
@@ -168,83 +152,21 @@ void MultiTaskTrainer::build() {
   std::vector<ParameterUpdate::Task> update_tasks;
   for (std::size_t t = 0; t < tasks_.size(); ++t)
     update_tasks.push_back({tasks_[t]->name(), task_weights_[t], tasks_[t]->parameters()});
-  update_ = std::make_unique<ParameterUpdate>(options_.optimizer, options_.profiling.log_norms, trainer_section,
-                                              stage_.initial_learning_rate, named,
-                                              std::move(update_tasks));
-  build_validation();
-}
-
-void MultiTaskTrainer::build_validation() {
-  const ConfigFile* validation_cfg = recipe_.find("validation_evaluator.cfg");
-  if (!validation_cfg) {
-    spdlog::warn("no validation_evaluator.cfg: training without validation (no early stopping)");
-    return;
-  }
-  const ConfigSection& evaluator = validation_cfg->section("evaluator");
-  if (evaluator.get_string("evaluator", "") == "None") {
-    spdlog::warn("validation disabled (evaluator = None)");
-    return;
-  }
-  const ConfigFile* loss_cfg = recipe_.find("loss.cfg");
-  const ConfigFile& trainer_cfg = recipe_.get("trainer.cfg");
-  for (const auto& task : validated_tasks(evaluator, options_.tasks)) {
-    const ConfigSection& section = validation_cfg->section(task);
-    // The loss options come from the training task (through loss.cfg); without a loss.cfg the
-    // validation section's own loss_type is used (docs/trainer.md).
-    LossPtr loss = loss_cfg ? make_loss(trainer_cfg.section(task), loss_cfg)
-                            : make_loss(section, nullptr);
-    auto context = [&](const ConfigSection& task_section) {
-      return EvaluatorContext{task_section, TaskRole::kValidation, &evaluator, recipe_,
-                              stage_.segment_length, *bank_, loss, stores_,
-                              options_.data.prefetch};
-    };
-    evaluators_.push_back(make_evaluator(context(section)));
-    for (const auto& name : section.get_list("extra_validation_sets", {})) {
-      if (!validation_cfg->has_section(name))
-        section.fail("extra_validation_sets",
-                     "validation_evaluator.cfg has no section [" + name + "]");
-      extra_validations_.push_back(
-          {task, name, make_evaluator(context(validation_cfg->section(name)))});
-    }
-    validation_tasks_.push_back(task);
-    int64_t batches = evaluators_.back()->num_batches();
-    validation_batches_ =
-        validation_batches_ == 0 ? batches : std::min(validation_batches_, batches);
-  }
-  if (evaluators_.empty()) return;
-  ValidationPolicyOptions policy;
-  policy.max_tries = options_.schedule.max_tries();
-  policy.reset_tries = options_.schedule.reset_tries;
-  policy.valid_adapt = options_.schedule.valid_adapt;
-  policy.go_back = options_.schedule.go_back;
-  policy.num_tracks = options_.optimizer.acc_steps ? static_cast<int>(evaluators_.size()) : 1;
-  policy_ = std::make_unique<ValidationPolicy>(policy);
-  spdlog::info("validation: {} task(s), {} batch(es) each, every {} updates{}",
-               evaluators_.size(), validation_batches_, options_.schedule.valid_frequency,
-               options_.schedule.valid_every_seconds > 0
-                   ? fmt::format(" or {} s of training", options_.schedule.valid_every_seconds)
-                   : std::string());
+  update_ = std::make_unique<ParameterUpdate>(options_.optimizer, options_.profiling,
+                                              trainer_section, stage_.initial_learning_rate,
+                                              named, std::move(update_tasks));
 }
 
 StageScheduleSettings MultiTaskTrainer::schedule_settings() const {
-  StageScheduleSettings schedule;
-  schedule.epoch_steps = num_steps_;
-  schedule.max_steps = stage_.max_steps;
-  schedule.max_steps_reason = stage_.max_steps_reason;
-  schedule.validates = policy_ != nullptr;
-  schedule.valid_frequency = options_.schedule.valid_frequency;
-  schedule.valid_every_seconds = options_.schedule.valid_every_seconds;
-  schedule.valid_start = options_.schedule.valid_start_step;
-  schedule.valid_min_seconds = options_.schedule.valid_min_seconds;
-  schedule.checkpoint_every_minutes = options_.schedule.checkpoint_every;
-  schedule.checkpoint_every_steps = options_.schedule.checkpoint_every_steps;
-  schedule.export_every = communicator_.is_chief() ? options_.schedule.export_every : 0;
-  schedule.keep_checkpoint_every_hours =
-      communicator_.is_chief() ? options_.schedule.keep_checkpoint_every_hours : 0;
-  schedule.progress_every = options_.schedule.progress_every;
-  schedule.profile = options_.profiling.profile_range();
-  schedule.max_train_seconds = options_.schedule.max_train_minutes * 60;
-  return schedule;
+  StageScheduleSettings settings;
+  settings.schedule = options_.schedule;
+  settings.epoch_steps = num_steps_;
+  settings.max_steps = stage_.max_steps;
+  settings.max_steps_reason = stage_.max_steps_reason;
+  settings.validates = validation_ != nullptr;
+  settings.chief = communicator_.is_chief();
+  settings.profile = options_.profiling.profile_range();
+  return settings;
 }
 
 double MultiTaskTrainer::current_learning_rate() const {
@@ -271,12 +193,7 @@ void MultiTaskTrainer::all_reduce_sums() {
 }
 
 bool MultiTaskTrainer::gradients_finite() {
-  if (state_.step + 1 == test_inf_step_)
-    for (auto& gradient : tasks_.front()->gradients())
-      if (gradient.defined()) {
-        gradient.view(-1)[0] = std::numeric_limits<float>::infinity();
-        break;
-      }
+  faults_.corrupt_gradients(state_.step + 1, tasks_.front()->gradients());
   if (!scaler_.enabled()) return true;
   bool finite = true;
   // Every task's gradients are unscaled, whatever an earlier one held.
@@ -321,119 +238,51 @@ void MultiTaskTrainer::training_step() {
   // Every rank must agree on when a validation is due and when the time budget ends the stage:
   // they all count the chief's time.
   double counted = last_step_seconds_;
-  bool timed = options_.schedule.valid_every_seconds > 0 || options_.schedule.valid_min_seconds > 0 ||
-               options_.schedule.max_train_minutes > 0;
-  if (timed && communicator_.world_size() > 1)
+  if (schedule_->counts_time() && communicator_.world_size() > 1)
     counted = broadcast_values(communicator_, {counted}).at(0);
   StageSchedule::updated(state_, counted);
 }
 
 bool MultiTaskTrainer::validate() {
   auto start = Clock::now();
-  // What each task's track minimises: its loss, or its validation_metric (negated when higher
-  // is better); the loss is logged either way.
-  std::vector<double> task_losses;
-  std::map<std::string, double> by_task, metrics;
-  std::string metrics_text;
-  for (std::size_t v = 0; v < evaluators_.size(); ++v) {
-    auto result = evaluators_[v]->evaluate(validation_batches_, &communicator_);
-    task_losses.push_back(result.selection_value());
-    by_task[validation_tasks_[v]] = result.value();
-    if (result.metric.empty()) continue;
-    metrics[validation_tasks_[v]] = result.metric_value();
-    metrics_text += fmt::format("{}{}{} {:.4g} (loss {:.6g})", metrics_text.empty() ? "" : ", ",
-                                evaluators_.size() > 1 ? validation_tasks_[v] + " " : "",
-                                result.metric, result.metric_value(), result.value());
-  }
-  // The weighted total, each task with its own weight (the original zips by position).
-  double total = 0;
-  for (std::size_t v = 0; v < validation_tasks_.size(); ++v) {
-    auto position = std::find(options_.tasks.begin(), options_.tasks.end(), validation_tasks_[v]) -
-                    options_.tasks.begin();
-    total += task_losses[v] * options_.task_weight(position);
-  }
-  std::vector<double> tracks = options_.optimizer.acc_steps ? task_losses : std::vector<double>{total};
-  ValidationDecision decision = policy_->update(tracks, state_.step, state_.validation);
-  StageSchedule::validated(state_);
-  // Every rank computed the same sums; the chief's decision still rules, bit for bit.
-  auto flags = broadcast_values(
-      communicator_, {static_cast<double>(decision.terminate), static_cast<double>(decision.go_back),
-                      static_cast<double>(decision.halve_lr),
-                      static_cast<double>(decision.save_validated)});
-  decision.terminate = flags[0] != 0;
-  decision.go_back = flags[1] != 0;
-  decision.halve_lr = flags[2] != 0;
-  decision.save_validated = flags[3] != 0;
-
-  double seconds = seconds_since(start);
-  bool improved = std::all_of(decision.improved.begin(), decision.improved.end(),
-                              [](bool value) { return value; });
-  std::string tasks_text;
-  if (by_task.size() > 1)
-    for (const auto& [name, value] : by_task) tasks_text += fmt::format(", {} {:.6g}", name, value);
-  // With metrics the selection total is a sum of negated scores: show the scores instead.
-  std::string selected = metrics.empty() ? fmt::format("loss {:.6g}", total) : metrics_text;
-  if (!metrics.empty()) tasks_text.clear();
-  nlohmann::json extra_sets = validate_extra_sets(tasks_text);
-  nlohmann::json record{{"step", state_.step},
-                        {"loss", total},
-                        {"task_losses", by_task},
-                        {"improved", improved},
-                        {"terminate", decision.terminate},
-                        {"halve_lr", decision.halve_lr},
-                        {"go_back", decision.go_back},
-                        {"lr_factor", state_.validation.lr_factor},
-                        {"seconds", seconds}};
-  if (decision.terminate) record["reason"] = decision.reason;
-  if (!metrics.empty()) record["task_metrics"] = metrics;
-  if (!extra_sets.empty()) record["extra_sets"] = extra_sets;
-  progress_->validation(record, fmt::format("[{}] validation at step {}: {}{} ({}) in {:.1f} s",
-                                            stage_.segment_length, state_.step, selected, tasks_text,
-                                            improved ? "improved" : "worse", seconds));
-  if (decision.halve_lr && communicator_.is_chief())
-    spdlog::info("[{}] halving the learning rate (factor {})", stage_.segment_length,
-                 state_.validation.lr_factor);
-  auto validated_path = layout().validated();
-  if (decision.save_validated && communicator_.is_chief()) save(validated_path, false);
-  if (snapshots_) snapshots_->validated(total, state_.step, *bank_);
-  if (decision.terminate) {
-    stop_reason_ = decision.reason;
-    if (communicator_.is_chief())
-      spdlog::info("[{}] stopping: {}", stage_.segment_length, decision.reason);
-    return false;
-  }
-  if (decision.go_back) {
-    // Back to the validated weights, optimizer state, learning-rate factor and step; the data
-    // order and the random state move on, so the next updates see new data (docs/trainer.md).
-    communicator_.barrier();
-    auto validated = load_checkpoint(validated_path, update_->optimizers(), settings_.device);
-    if (communicator_.is_chief())
-      spdlog::info("[{}] going back to the model validated at step {}; the data moves on",
-                   stage_.segment_length, validated.state.step);
-    restore_weights(validated);
-    state_.step = validated.state.step;
-    state_.validation.lr_factor =
-        validated.state.validation.lr_factor * (decision.halve_lr ? 0.5 : 1.0);
-  }
-  if (communicator_.is_chief()) save(layout().latest(), false);
+  auto outcome = validation_->run(state_, communicator_);
+  const double seconds = seconds_since(start);
+  outcome.record["seconds"] = seconds;
+  progress_->validation(outcome.record, fmt::format("{} in {:.1f} s", outcome.text, seconds));
+  if (!follow(outcome.decision, outcome.total)) return false;
   pending_validation_seconds_ += seconds_since(start);
   return true;
 }
 
-nlohmann::json MultiTaskTrainer::validate_extra_sets(std::string& text) {
-  nlohmann::json sets = nlohmann::json::object();
-  for (auto& extra : extra_validations_) {
-    auto result = extra.evaluator->evaluate(-1, &communicator_);
-    nlohmann::json& entry = sets[extra.name];
-    entry = {{"task", extra.task}, {"loss", result.value()}};
-    std::string value = fmt::format("loss {:.6g}", result.value());
-    if (!result.metric.empty()) {
-      entry[result.metric] = result.metric_value();
-      value = fmt::format("{} {:.4g}", result.metric, result.metric_value());
-    }
-    text += fmt::format("; {}: {}", extra.name, value);
+bool MultiTaskTrainer::follow(const ValidationDecision& decision, double total) {
+  const bool chief = communicator_.is_chief();
+  if (decision.halve_lr && chief)
+    spdlog::info("[{}] halving the learning rate (factor {})", stage_.segment_length,
+                 state_.validation.lr_factor);
+  if (decision.save_validated && chief) checkpointer_->write_validated(snapshot_now(false));
+  if (auto* snapshots = checkpointer_->snapshots())
+    snapshots->validated(total, state_.step, *bank_);
+  if (decision.terminate) {
+    stop_reason_ = decision.reason;
+    if (chief) spdlog::info("[{}] stopping: {}", stage_.segment_length, decision.reason);
+    return false;
   }
-  return sets;
+  if (decision.go_back) go_back(decision.halve_lr);
+  if (chief) checkpointer_->write_latest(state_, snapshot_now(false));
+  return true;
+}
+
+void MultiTaskTrainer::go_back(bool halve_lr) {
+  // Back to the validated weights, optimizer state, learning-rate factor and step; the data
+  // order and the random state move on, so the next updates see new data (docs/trainer.md).
+  communicator_.barrier();
+  auto validated = checkpointer_->read_validated();
+  if (communicator_.is_chief())
+    spdlog::info("[{}] going back to the model validated at step {}; the data moves on",
+                 stage_.segment_length, validated.state.step);
+  restore_weights(validated);
+  state_.step = validated.state.step;
+  state_.validation.lr_factor = validated.state.validation.lr_factor * (halve_lr ? 0.5 : 1.0);
 }
 
 nlohmann::json MultiTaskTrainer::model_norms() const {
@@ -471,18 +320,6 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
   return checkpoint;
 }
 
-void MultiTaskTrainer::save(const std::filesystem::path& path, bool finished) {
-  communicator_.tick();
-  // The timers restart with the checkpoint they time, so the saved state holds them restarted.
-  const bool latest = path == layout().latest();
-  const bool keep = latest && schedule_->keep_checkpoint_now(state_);
-  if (latest) StageSchedule::checkpointed(state_);
-  if (keep) StageSchedule::kept(state_);
-  save_checkpoint(path, snapshot(finished), update_->optimizers());
-  if (keep) snapshots_->keep_checkpoint(path, state_.step);
-  communicator_.tick();
-}
-
 void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint) {
   restore_weights(checkpoint);
   state_ = checkpoint.state;
@@ -509,15 +346,15 @@ void MultiTaskTrainer::restore_weights(const TrainingCheckpoint& checkpoint) {
 }
 
 bool MultiTaskTrainer::resume() {
+  if (!settings_.resume) return false;
   std::string note;
-  auto path = settings_.resume ? resumable_checkpoint(layout(), &note) : std::nullopt;
-  if (!path) return false;
+  auto checkpoint = checkpointer_->read_resumable(note);
+  if (!checkpoint) return false;
   if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
-  auto checkpoint = load_checkpoint(*path, update_->optimizers(), settings_.device);
-  restore(checkpoint);
+  restore(*checkpoint);
   spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, state_.step, num_steps_,
-               checkpoint.finished ? " (stage already finished)" : "");
-  return checkpoint.finished;
+               checkpoint->finished ? " (stage already finished)" : "");
+  return checkpoint->finished;
 }
 
 void MultiTaskTrainer::stop_if_interrupted() {
@@ -529,7 +366,7 @@ void MultiTaskTrainer::stop_if_interrupted() {
   const std::string cause = signal_number ? signal_name(signal_number) : "a signal to another rank";
   const int status = signal_number == SIGINT ? kExitInterrupted : kExitPreempted;
   // A signal during the write only sets the flag again; the write is atomic either way.
-  if (communicator_.is_chief()) save(layout().latest(), false);
+  if (communicator_.is_chief()) checkpointer_->write_latest(state_, snapshot_now(false));
   communicator_.barrier();  // every rank leaves once the checkpoint is there
   std::string message = fmt::format(
       "stopped by {} after step {} of stage {}: {}; rerun the command with --resume to continue",
@@ -542,7 +379,8 @@ void MultiTaskTrainer::stop_if_interrupted() {
 
 void MultiTaskTrainer::after_update() {
   if (!communicator_.is_chief()) return;
-  if (schedule_->export_now(state_)) snapshots_->export_model(state_.step, *bank_);
+  if (schedule_->export_now(state_))
+    checkpointer_->snapshots()->export_model(state_.step, *bank_);
   TrainingProgress::Step report;
   report.step = state_.step;
   for (std::size_t t = 0; t < tasks_.size(); ++t) {
@@ -559,26 +397,23 @@ void MultiTaskTrainer::after_update() {
   report.extra["phases"] = last_phases_.to_json();
   if (options_.profiling.log_norms) report.extra["norms"] = model_norms();
   progress_->step(report, schedule_->log_progress_now(state_));
-  if (schedule_->checkpoint_now(state_)) save(layout().latest(), false);
+  if (schedule_->checkpoint_now(state_)) checkpointer_->write_latest(state_, snapshot_now(false));
 }
 
 StageResult MultiTaskTrainer::run() {
   build();
-  ensure_directory(layout().logdir());
-  ensure_directory(layout().model_dir());
+  schedule_ = std::make_unique<StageSchedule>(schedule_settings());
+  checkpointer_ = std::make_unique<Checkpointer>(layout(), communicator_, *schedule_,
+                                                 update_->optimizers(), settings_.device,
+                                                 options_.schedule.average_checkpoints);
   progress_ = std::make_unique<TrainingProgress>(
       stage_.segment_length,
       communicator_.is_chief() ? layout().metrics() : std::filesystem::path());
-  schedule_ = std::make_unique<StageSchedule>(schedule_settings());
   state_ = StageState{};
-  state_.validation = schedule_->initial_validation(policy_ ? policy_->initial_state()
-                                                            : ValidationState{});
+  state_.validation = schedule_->initial_validation(validation_ ? validation_->initial_state()
+                                                                : ValidationState{});
   profiler_ = std::make_unique<StepProfiler>(stage_dir_, options_.profiling.profile_range(),
                                              communicator_.is_chief());
-  if (communicator_.is_chief()) {
-    snapshots_ = std::make_unique<ModelSnapshots>(stage_dir_, options_.schedule.average_checkpoints);
-    remove_stale_temporaries(layout().logdir());
-  }
   bool finished = resume();
   const int64_t limit = schedule_->options().limit();
   spdlog::info("[{}] training {} task(s) for {} steps{}: batch {} x {} minibatch(es), lr {} "
@@ -598,9 +433,7 @@ StageResult MultiTaskTrainer::run() {
       stop_reason_ = *reason;
       break;
     }
-    if (state_.step + 1 == test_abort_step_) std::abort();
-    if (state_.step == test_hang_step_)
-      while (true) std::this_thread::sleep_for(std::chrono::seconds(60));
+    faults_.before_update(state_.step + 1);
     if (schedule_->profile_starts(state_.step + 1)) profiler_->start();
     training_step();
     profiler_->add(last_phases_);
@@ -611,23 +444,23 @@ StageResult MultiTaskTrainer::run() {
 }
 
 StageResult MultiTaskTrainer::finish() {
-  // The best validated model becomes the stage's model, also when the step limit ended the
-  // stage (the original writes nothing then; docs/trainer.md).
-  auto validated = layout().validated();
   // Every rank reads the chief's last save: without the barrier another rank could find the
   // file between its rotation to .prev and the new one's rename (and fail), or read the previous
   // validation's weights.
   communicator_.barrier();
-  if (policy_ && std::filesystem::exists(validated)) {
-    auto best = load_checkpoint(validated, {});
+  // The best validated model becomes the stage's model, also when the step limit ended the
+  // stage (the original writes nothing then; docs/trainer.md). Its weights only: the optimizer
+  // state stays the last update's.
+  if (validation_ && checkpointer_->has_validated()) {
+    auto best = checkpointer_->read_validated(/*with_optimizer_state=*/false);
     torch::NoGradGuard no_grad;
     for (const auto& [name, tensor] : bank_->named_parameters())
       tensor.copy_(best.parameters.at(name));
   }
   if (communicator_.is_chief()) {
-    save(layout().latest(), true);
+    checkpointer_->write_latest(state_, snapshot_now(true));
     bank_->save(layout().model());
-    if (int averaged = snapshots_->write_average())
+    if (int averaged = checkpointer_->snapshots()->write_average())
       spdlog::info("[{}] {}: the average of the {} best validated models", stage_.segment_length,
                    layout().average_model().string(), averaged);
   }
@@ -635,18 +468,7 @@ StageResult MultiTaskTrainer::finish() {
   StageResult result;
   result.steps = state_.step;
   result.stop_reason = stop_reason_;
-  if (policy_) {
-    const auto& tracks = state_.validation.tracks;
-    result.validated = true;
-    if (options_.optimizer.acc_steps) {
-      for (std::size_t v = 0; v < validation_tasks_.size(); ++v) {
-        result.best_per_task[validation_tasks_[v]] = tracks[v].best;
-        result.best_validation += tracks[v].best;
-      }
-    } else {
-      result.best_validation = tracks.front().best;
-    }
-  }
+  if (validation_) validation_->report_best(state_.validation, result);
   if (communicator_.is_chief())
     spdlog::info("[{}] stage done after {} steps ({}); model written to {}", stage_.segment_length,
                  state_.step, stop_reason_.empty() ? "finished" : stop_reason_,

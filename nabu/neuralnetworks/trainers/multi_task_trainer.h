@@ -1,9 +1,10 @@
 // The loop of one stage (docs/trainer.md, the original's MultiTaskTrainer): every update runs
 // numbatches_to_aggregate rounds of one minibatch per task (TaskTrainer), sums the tasks' sums
 // over the ranks, and hands them to the ParameterUpdate. The StageSchedule says when anything
-// happens (validate, checkpoint, export, report, profile, stop); the ValidationPolicy what
-// follows a validation (halve the learning rate, go back, stop); TrainingProgress reports;
-// checkpoints make every update resumable. At the end the best validated model is written to
+// happens (validate, checkpoint, export, report, profile, stop); StageValidation evaluates and
+// decides (through the ValidationPolicy) what follows a validation (halve the learning rate, go
+// back, stop); the Checkpointer writes and reads what makes every update resumable;
+// TrainingProgress reports. At the end the best validated model is written to
 // <stage>/model.
 #pragma once
 
@@ -14,16 +15,15 @@
 #include <vector>
 
 #include "nabu/core/experiment_layout.h"
-#include "nabu/neuralnetworks/evaluators/evaluator.h"
-#include "nabu/neuralnetworks/trainers/checkpoint.h"
-#include "nabu/neuralnetworks/trainers/model_snapshots.h"
+#include "nabu/neuralnetworks/trainers/checkpointer.h"
+#include "nabu/neuralnetworks/trainers/fault_injection.h"
 #include "nabu/neuralnetworks/trainers/step_profile.h"
 #include "nabu/neuralnetworks/trainers/parameter_update.h"
 #include "nabu/neuralnetworks/trainers/progress.h"
 #include "nabu/neuralnetworks/trainers/stage_schedule.h"
+#include "nabu/neuralnetworks/trainers/stage_validation.h"
 #include "nabu/neuralnetworks/trainers/task_trainer.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
-#include "nabu/neuralnetworks/trainers/validation_policy.h"
 
 namespace nabu {
 
@@ -38,7 +38,10 @@ class MultiTaskTrainer : public StageTrainer {
 
  private:
   void build();
-  void build_validation();
+  // The tasks' gradient accumulation, their parameter update, and what they freeze.
+  void build_update(const ConfigSection& trainer_section);
+  // The updates num_epochs give: the minimum over the tasks.
+  void count_steps();
   StageScheduleSettings schedule_settings() const;
   // The latest checkpoint when resuming; returns whether the stage had already finished.
   bool resume();
@@ -53,18 +56,23 @@ class MultiTaskTrainer : public StageTrainer {
   void stop_if_interrupted();
   // The best validated model becomes the stage's model; the result for val_sum.json.
   StageResult finish();
-  // Sums every task's gradients, loss and norm over the ranks, and whether a rank was signalled
-  // (interrupt_agreed_).
+  // The one place gradients cross ranks: every task's gradients, loss and norm summed over the
+  // ranks, with whether a rank was signalled (interrupt_agreed_).
   void all_reduce_sums();
-  // Validates and applies the policy; returns false when training must stop.
+  // Validates and follows the decision; returns false when training must stop.
   bool validate();
+  // The decision of a validation: halve, keep the validated state, stop, go back.
+  bool follow(const ValidationDecision& decision, double total);
+  void go_back(bool halve_lr);
   // Per model: the norm of its parameters and of the gradient the last update applied.
   nlohmann::json model_norms() const;
-  TrainingCheckpoint snapshot(bool finished) const;
   // Everything of a checkpoint: weights, step, validation state, data positions, random state.
+  TrainingCheckpoint snapshot(bool finished) const;
+  Checkpointer::Snapshot snapshot_now(bool finished) const {
+    return [this, finished] { return snapshot(finished); };
+  }
   void restore(const TrainingCheckpoint& checkpoint);
   void restore_weights(const TrainingCheckpoint& checkpoint);
-  void save(const std::filesystem::path& path, bool finished);
   double current_learning_rate() const;
   StageLayout layout() const { return {stage_dir_}; }
 
@@ -74,6 +82,7 @@ class MultiTaskTrainer : public StageTrainer {
   std::filesystem::path stage_dir_, init_model_;
   Communicator& communicator_;
   RunSettings settings_;
+  FaultInjection faults_;
 
   std::unique_ptr<ModelBank> bank_;
   Precision precision_ = Precision::kFp32;
@@ -81,23 +90,12 @@ class MultiTaskTrainer : public StageTrainer {
   StoreCache stores_;
   std::vector<std::unique_ptr<TaskTrainer>> tasks_;
   std::vector<double> task_weights_;
-  std::vector<EvaluatorPtr> evaluators_;
-  std::vector<std::string> validation_tasks_;
-  int64_t validation_batches_ = 0;
-  // Named extra validation sets (a task section's extra_validation_sets): evaluated and logged
-  // with every validation, never selecting.
-  struct ExtraValidation {
-    std::string task, name;
-    EvaluatorPtr evaluator;
-  };
-  std::vector<ExtraValidation> extra_validations_;
-  nlohmann::json validate_extra_sets(std::string& text);
-  std::unique_ptr<ValidationPolicy> policy_;
+  std::unique_ptr<StageValidation> validation_;  // null: the stage does not validate
   std::unique_ptr<StageSchedule> schedule_;
   StageState state_;
   std::unique_ptr<ParameterUpdate> update_;
+  std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<TrainingProgress> progress_;
-  std::unique_ptr<ModelSnapshots> snapshots_;  // chief only
   std::unique_ptr<StepProfiler> profiler_;
   PhaseTimes last_phases_;                // of the last update
   double pending_validation_seconds_ = 0;  // validation before the next update
@@ -110,9 +108,6 @@ class MultiTaskTrainer : public StageTrainer {
   // Distributed: a rank had been signalled when the last update's sums were all-reduced, so
   // every rank stops after the same update.
   bool interrupt_agreed_ = false;
-  int64_t test_hang_step_ = -1;   // fault injection (tests only), see the .cpp
-  int64_t test_inf_step_ = -1;    // the same
-  int64_t test_abort_step_ = -1;  // the same
 };
 
 }  // namespace nabu

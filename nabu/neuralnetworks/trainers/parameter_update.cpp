@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <regex>
 #include <sstream>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
 #include <torch/version.h>
 
 #include "nabu/core/error.h"
@@ -140,12 +142,13 @@ std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
                                                        .weight_decay(options.weight_decay));
 }
 
-ParameterUpdate::ParameterUpdate(const OptimizerOptions& options, bool log_norms,
+ParameterUpdate::ParameterUpdate(const OptimizerOptions& options,
+                                 const ProfilingOptions& reports,
                                  const ConfigSection& trainer_section,
                                  double initial_learning_rate,
                                  const std::vector<std::pair<std::string, torch::Tensor>>& named,
                                  std::vector<Task> tasks)
-    : options_(options), log_norms_(log_norms), tasks_(std::move(tasks)) {
+    : options_(options), reports_(reports), tasks_(std::move(tasks)) {
   // Every parameter some task updates, in the order of `named`.
   std::unordered_map<const void*, std::size_t> position;  // tensor -> index in `named`
   for (std::size_t k = 0; k < named.size(); ++k)
@@ -269,6 +272,16 @@ void ParameterUpdate::prepare_gradients(const Task& task, const TaskSums& sums, 
   // infinity is clipped, as before).
   auto norms = torch::stack(at::_foreach_norm(present)).to(torch::kCPU, torch::kFloat64);
   const double* gradient_norm = norms.data_ptr<double>();
+  auto not_finite = [&] {
+    return Error("task " + task.name + ": a gradient is NaN or infinite at step " +
+                 std::to_string(step) + "; " + failure_hint);
+  };
+  if (options_.clip_grad_value_per_minibatch) {
+    // Each minibatch was clamped before it was summed (TaskTrainer): the sum is only checked.
+    for (std::size_t k = 0; k < present.size(); ++k)
+      if (!std::isfinite(gradient_norm[k])) throw not_finite();
+    return;
+  }
   const double untouched = options_.clip_grad_value * (1 - 1e-3);
   std::vector<torch::Tensor> checks;
   for (std::size_t k = 0; k < present.size(); ++k) {
@@ -277,8 +290,7 @@ void ParameterUpdate::prepare_gradients(const Task& task, const TaskSums& sums, 
     checks.push_back(present[k].sum(torch::kDouble));
   }
   if (!checks.empty() && !std::isfinite(torch::stack(checks).sum().item<double>()))
-    throw Error("task " + task.name + ": a gradient is NaN or infinite at step " +
-                std::to_string(step) + "; " + failure_hint);
+    throw not_finite();
 }
 
 void ParameterUpdate::clip_norm(std::vector<torch::Tensor>& gradients) const {
@@ -287,6 +299,12 @@ void ParameterUpdate::clip_norm(std::vector<torch::Tensor>& gradients) const {
   for (const auto& gradient : gradients)
     if (gradient.defined()) present.push_back(gradient);
   if (present.empty()) return;
+  if (options_.clip_grad_norm_per_tensor) {
+    // Each tensor times min(1, clip_grad_norm / its norm), on its device (no copy to the host).
+    for (auto& gradient : present)
+      gradient.mul_((options_.clip_grad_norm / gradient.norm()).clamp_max(1.0));
+    return;
+  }
   // In place: every gradient here is owned by its parameter (TaskTrainer::run_minibatch).
 #if TORCH_VERSION_MAJOR >= 2
   if (present.front().is_cuda()) {
@@ -320,6 +338,10 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     for (auto& group : slot.optimizer->param_groups())
       group.options().set_lr(learning_rate * slot.lr_scale);
   };
+  std::vector<torch::Tensor> before;
+  if (reports_.print_var_updates)
+    for (const auto& parameter : parameters_) before.push_back(parameter.detach().clone());
+  std::vector<std::pair<std::size_t, torch::Tensor>> applied;  // (index in parameters_, gradient)
   if (!options_.acc_steps) {
     // One update with the sum over tasks of task_weight * gradient.
     Slot& slot = slots_.front();
@@ -336,18 +358,21 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     }
     clip_norm(combined);
     for (std::size_t j = 0; j < parameters_.size(); ++j) parameters_[j].mutable_grad() = combined[j];
-    if (log_norms_) {
+    if (reports_.log_norms) {
       gradient_squares_.assign(parameters_.size(), 0.0);
       for (std::size_t j = 0; j < parameters_.size(); ++j)
         if (combined[j].defined()) gradient_squares_[j] = combined[j].pow(2).sum().item<double>();
     }
+    if (reports_.print_grads_stats)
+      for (std::size_t j = 0; j < parameters_.size(); ++j)
+        if (combined[j].defined()) applied.emplace_back(j, combined[j]);
     set_learning_rate(slot);
     slot.optimizer->step();
   } else {
     // One optimizer per task (and weight group), applied in task order; all gradients were
     // computed before the first update.
     for (std::size_t t = 0; t < tasks_.size(); ++t) clip_norm(*sums[t].gradients);
-    if (log_norms_) {
+    if (reports_.log_norms) {
       // A parameter several tasks update counts the squares of every task's gradient.
       gradient_squares_.assign(parameters_.size(), 0.0);
       for (std::size_t t = 0; t < tasks_.size(); ++t) {
@@ -357,6 +382,11 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
             gradient_squares_[joint_index_[t][i]] += gradients[i].pow(2).sum().item<double>();
       }
     }
+    if (reports_.print_grads_stats)
+      for (std::size_t t = 0; t < tasks_.size(); ++t)
+        for (std::size_t i = 0; i < sums[t].gradients->size(); ++i)
+          if ((*sums[t].gradients)[i].defined())
+            applied.emplace_back(joint_index_[t][i], (*sums[t].gradients)[i]);
     for (auto& slot : slots_) {
       const auto& gradients = *sums[slot.task].gradients;
       for (std::size_t k = 0; k < slot.parameters.size(); ++k)
@@ -366,6 +396,66 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
     }
   }
   for (auto& parameter : parameters_) parameter.mutable_grad() = torch::Tensor();
+  if (reports_.print_grads_stats) log_gradient_stats(applied, step);
+  if (reports_.print_var_updates) log_variable_updates(before, step);
+}
+
+namespace {
+
+struct AbsoluteStats {
+  double min = 0, max = 0, mean = 0, std = 0;
+  int64_t count = 0;
+};
+
+// Of |values| (the original's get_grad_stats): population standard deviation.
+AbsoluteStats absolute_stats(const torch::Tensor& values) {
+  auto magnitudes = values.detach().abs().to(torch::kCPU, torch::kFloat64).reshape({-1});
+  AbsoluteStats stats;
+  stats.count = magnitudes.numel();
+  if (stats.count == 0) return stats;
+  stats.min = magnitudes.min().item<double>();
+  stats.max = magnitudes.max().item<double>();
+  stats.mean = magnitudes.mean().item<double>();
+  stats.std = magnitudes.std(/*unbiased=*/false).item<double>();
+  return stats;
+}
+
+std::string stats_text(const AbsoluteStats& stats) {
+  return fmt::format("min {:.3g} max {:.3g} mean {:.3g} std {:.3g}", stats.min, stats.max,
+                     stats.mean, stats.std);
+}
+
+}  // namespace
+
+void ParameterUpdate::log_gradient_stats(
+    const std::vector<std::pair<std::size_t, torch::Tensor>>& applied, int64_t step) const {
+  if (applied.empty()) return;
+  std::vector<torch::Tensor> flat;
+  for (const auto& entry : applied) flat.push_back(entry.second.reshape({-1}));
+  spdlog::info("update {}: |gradient| over {} tensor(s): {}", step + 1, applied.size(),
+               stats_text(absolute_stats(torch::cat(flat))));
+  for (const auto& [index, gradient] : applied)
+    spdlog::info("  |gradient| {}: {}", parameter_names_[index],
+                 stats_text(absolute_stats(gradient)));
+}
+
+void ParameterUpdate::log_variable_updates(const std::vector<torch::Tensor>& before,
+                                           int64_t step) const {
+  // The original's "Av param upd (*10000)": per tensor the mean absolute change x 1e4, and the
+  // mean of those.
+  std::vector<double> changes;
+  for (std::size_t j = 0; j < parameters_.size(); ++j)
+    changes.push_back(1e4 * (parameters_[j].detach() - before[j])
+                                .abs()
+                                .mean()
+                                .to(torch::kFloat64)
+                                .item<double>());
+  double mean = 0;
+  for (double change : changes) mean += change / static_cast<double>(changes.size());
+  spdlog::info("update {}: mean |parameter change| x 1e4 over {} tensor(s): {:.3f}", step + 1,
+               changes.size(), mean);
+  for (std::size_t j = 0; j < changes.size(); ++j)
+    spdlog::info("  change x 1e4 {}: {:.3f}", parameter_names_[j], changes[j]);
 }
 
 std::map<std::string, double> ParameterUpdate::last_gradient_norms() const {

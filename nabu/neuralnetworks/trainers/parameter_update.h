@@ -52,7 +52,9 @@ class ParameterUpdate {
   // task parameter must be among them, and none that freeze_parameters matches (the trainer
   // takes those out of the tasks; one left in is an Error). Throws ConfigError naming the key
   // when a freeze_parameters or gradient_multipliers pattern matches no parameter.
-  ParameterUpdate(const OptimizerOptions& options, bool log_norms, const ConfigSection& trainer_section,
+  // `reports`: log_norms, print_var_updates and print_grads_stats.
+  ParameterUpdate(const OptimizerOptions& options, const ProfilingOptions& reports,
+                  const ConfigSection& trainer_section,
                   double initial_learning_rate,
                   const std::vector<std::pair<std::string, torch::Tensor>>& named,
                   std::vector<Task> tasks);
@@ -85,9 +87,13 @@ class ParameterUpdate {
   void prepare_gradients(const Task& task, const TaskSums& sums, int64_t step,
                          const std::string& failure_hint) const;
   void clip_norm(std::vector<torch::Tensor>& gradients) const;
+  // print_grads_stats and print_var_updates: the original's debug lines for update `step` + 1.
+  void log_gradient_stats(const std::vector<std::pair<std::size_t, torch::Tensor>>& applied,
+                          int64_t step) const;
+  void log_variable_updates(const std::vector<torch::Tensor>& before, int64_t step) const;
 
   OptimizerOptions options_;
-  bool log_norms_ = false;
+  ProfilingOptions reports_;
   std::vector<Task> tasks_;
   std::vector<torch::Tensor> parameters_;
   std::vector<std::string> parameter_names_;  // aligned with parameters_

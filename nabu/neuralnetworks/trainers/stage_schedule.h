@@ -1,7 +1,8 @@
 // Every "is it time to ...?" of a stage (docs/trainer.md, "Schedule"), in one place, as marian's
 // Scheduler: validation (also at the last update), checkpoints (minutes or updates), model
 // exports, kept checkpoints, progress lines, the profiled updates and stopping (updates, epochs,
-// a training-time budget). The answers are pure functions of StageScheduleSettings and a StageState;
+// a training-time budget). The answers are pure functions of StageScheduleSettings (trainer.cfg's
+// ScheduleOptions as read) and a StageState;
 // the stage loop only asks, and the state travels in every checkpoint so that a resumed stage
 // decides exactly as an uninterrupted one. What follows a validation (halve the learning rate,
 // go back, stop early) stays with the ValidationPolicy.
@@ -12,26 +13,20 @@
 #include <string>
 #include <utility>
 
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/neuralnetworks/trainers/validation_policy.h"
 
 namespace nabu {
 
+// What a stage's schedule reads: trainer.cfg's ScheduleOptions, whole, and what the stage adds.
 struct StageScheduleSettings {
-  int64_t epoch_steps = 0;        // the updates num_epochs give
-  int64_t max_steps = -1;         // a cap on them (-1: none)
+  ScheduleOptions schedule;      // valid_*, checkpoint_*, export_every, progress_every, ...
+  int64_t epoch_steps = 0;       // the updates num_epochs give
+  int64_t max_steps = -1;        // the stage's cap on them (-1: none)
   std::string max_steps_reason = "max_steps reached";
-  bool validates = false;          // the stage has validation tasks
-  int64_t valid_frequency = 150;   // updates between validations
-  double valid_every_seconds = 0;  // or this much training time, whichever first (0 = off)
-  int64_t valid_start = 0;         // no validation before this update (except the last)
-  double valid_min_seconds = 0;    // at most one validation per this much training time
-  double checkpoint_every_minutes = 10;  // 0 = off
-  int64_t checkpoint_every_steps = 0;    // 0 = off
-  int64_t export_every = 0;              // 0 = off
-  double keep_checkpoint_every_hours = 0;  // 0 = off
-  int progress_every = 10;
-  std::pair<int64_t, int64_t> profile{0, 0};  // updates A..B, {0, 0}: off
-  double max_train_seconds = 0;               // training-time budget of the stage (0 = none)
+  bool validates = false;                     // the stage has validation tasks
+  bool chief = true;                          // exports and kept checkpoints are the chief's
+  std::pair<int64_t, int64_t> profile{0, 0};  // updates A..B (profile_steps), {0, 0}: off
 
   // The last update the stage runs: the epochs' total or the max_steps cap.
   int64_t limit() const;
@@ -67,6 +62,9 @@ class StageSchedule {
   bool log_progress_now(const StageState& state) const;
   // Whether a checkpoint just written should be kept (keep_checkpoint_every_hours).
   bool keep_checkpoint_now(const StageState& state) const;
+  // Whether any decision reads training time (valid_every_seconds, valid_min_seconds, a time
+  // budget): then every rank must count the chief's seconds, which costs a broadcast per update.
+  bool counts_time() const;
   // The profiled range: its first update starts the trace before it runs, its last ends it.
   bool profile_starts(int64_t update) const;
   bool profile_ends(int64_t update) const;

@@ -153,6 +153,11 @@ void TaskTrainer::run_minibatch(double loss_scale) {
                                            /*allow_unused=*/true);
     for (std::size_t i = 0; i < gradients.size(); ++i) {
       if (!gradients[i].defined()) continue;
+      if (minibatch_clip_ > 0) {
+        // The gradients are of loss_scale x loss: the bound scales with them.
+        const double bound = minibatch_clip_ * loss_scale;
+        gradients[i] = gradients[i].clamp(-bound, bound);
+      }
       if (gradients_[i].defined()) gradients_[i].add_(gradients[i]);
       else gradients_[i] = owned_gradient(gradients, i);
     }

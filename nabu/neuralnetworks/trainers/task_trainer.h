@@ -43,6 +43,9 @@ class TaskTrainer {
 
   // trainer.cfg precision: the forward passes under autocast (outputs back to fp32 for the loss).
   void set_precision(Precision precision) { precision_ = precision; }
+  // clip_grad_value_per_minibatch: each minibatch's gradient is clamped to +-value before it is
+  // added to the accumulators (0: not clamped here).
+  void set_minibatch_clip(double value) { minibatch_clip_ = value; }
 
   void reset_accumulators();
   // One minibatch of every linked set, on the bank's device: forward, loss, gradients added to
@@ -73,6 +76,7 @@ class TaskTrainer {
   std::unique_ptr<ModelGraph> graph_;
   LossPtr loss_;
   Precision precision_ = Precision::kFp32;
+  double minibatch_clip_ = 0;
   std::vector<SetPipeline> pipelines_;
   std::vector<torch::Tensor> parameters_, gradients_;
   int64_t num_examples_ = 0;

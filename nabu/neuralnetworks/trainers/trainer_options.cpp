@@ -48,6 +48,10 @@ void TrainerOptions::declare(OptionsReader& r) {
   profiling.declare(r);
   compute.declare(r);
   r("task_weights", task_weights, "one weight per task (default 1)");
+  r.choice("task_loss_combination", task_loss_combination, {"sum", "mean"},
+           "how the task losses make the trained loss and the validation total: sum = the "
+           "task_weights-weighted sum (Nabu-MSSS), mean = the same divided by the summed weights "
+           "(the older single-loss trainer's unweighted mean over tasks)");
   r("init_file", init_file, "model file to initialise the first stage from (partial load)");
 
   // Rules across groups: the per-stage lists have one value per segment length.
@@ -193,8 +197,18 @@ void OptimizerOptions::declare(OptionsReader& r) {
   r("rmsprop_epsilon", rmsprop_epsilon, "rmsprop: added to the root of that average");
   r("clip_grad_value", clip_grad_value, "element-wise gradient clipping");
   r("clip_grad_norm", clip_grad_norm, "global gradient-norm clipping (0 = off; new)");
+  r("clip_grad_value_per_minibatch", clip_grad_value_per_minibatch,
+    "clamp each minibatch's gradient to clip_grad_value before it is added to the step's sum "
+    "(the older trainer, seed 001), instead of clamping the normalised sum (Nabu-MSSS)");
+  r("clip_grad_norm_per_tensor", clip_grad_norm_per_tensor,
+    "clip_grad_norm bounds the norm of each tensor (seed 003, slim's clip_gradient_norms) "
+    "instead of the global norm of all of them");
   r("normalize_gradients", normalize_gradients, "divide gradients by the task's loss norm");
-  r("acc_steps", acc_steps, "one optimizer step per task, applied in task order");
+  r("acc_steps", acc_steps,
+    "two things, as in the original: one optimizer step per task, applied in task order "
+    "(learning rate x task weight), and validation with one track per validated task (each "
+    "task's own loss decides improvement, halving and stopping; the stage keeps the best of "
+    "each) instead of one track for the weighted total");
   r("normalize_weights_acc_steps", normalize_weights_acc_steps,
     "with acc_steps: divide each task's weight by the summed weights of the tasks sharing a "
     "parameter");
@@ -205,8 +219,6 @@ void OptimizerOptions::declare(OptionsReader& r) {
   r("gradient_multipliers", gradient_multipliers,
     "space-separated regex:factor pairs: the normalised gradient of every matching parameter "
     "is multiplied by factor before clipping (the first matching pair applies)");
-  r.accepted("print_var_updates", "debug printing of variable updates");
-  r.accepted("print_grads_stats", "debug printing of gradient statistics");
 
   r.require(clip_grad_value > 0, "clip_grad_value", "must be positive");
   r.require(clip_grad_norm >= 0, "clip_grad_norm", "must not be negative");
@@ -324,6 +336,12 @@ void ProfilingOptions::declare(OptionsReader& r) {
   r("log_norms", log_norms,
     "per-model parameter and applied-gradient norms in metrics.jsonl, plotted by "
     "tools/plot_metrics (new)");
+  r("print_var_updates", print_var_updates,
+    "after every update, the log's lines of the original: the mean absolute change of each "
+    "trained tensor x 1e4, and their mean");
+  r("print_grads_stats", print_grads_stats,
+    "after every update, the log's lines of the original: min, max, mean and standard deviation "
+    "of the absolute applied gradient, over all trained tensors and per tensor");
 
   try {
     parse_profile_steps(profile_steps);
@@ -363,7 +381,11 @@ int ScheduleOptions::max_tries() const {
 }
 
 double TrainerOptions::task_weight(std::size_t task_index) const {
-  return task_weights.empty() ? 1.0 : task_weights.at(task_index);
+  const double weight = task_weights.empty() ? 1.0 : task_weights.at(task_index);
+  if (task_loss_combination != "mean") return weight;
+  double total = 0;
+  for (std::size_t t = 0; t < tasks.size(); ++t) total += task_weights.empty() ? 1.0 : task_weights[t];
+  return weight / total;
 }
 
 std::vector<std::pair<std::string, double>> OptimizerOptions::multipliers() const {

@@ -76,7 +76,14 @@ struct OptimizerOptions {
   double rmsprop_decay = 0.9, rmsprop_epsilon = 1e-10;
   double clip_grad_value = 2e7;
   double clip_grad_norm = 0.0;  // new: global-norm clipping, 0 = off
+  // The original's two orders (docs/trainer.md, "Differences from the original"): clamp each
+  // minibatch's gradient before it is summed (seed 001) instead of the step's sum (Nabu-MSSS);
+  // clip each tensor to clip_grad_norm (seed 003, slim) instead of the global norm.
+  bool clip_grad_value_per_minibatch = false;
+  bool clip_grad_norm_per_tensor = false;
   bool normalize_gradients = true;
+  // Two meanings, as in the original: one optimizer step per task (ParameterUpdate), and one
+  // validation track per validated task (StageValidation); the key's help says both.
   bool acc_steps = false;
   bool normalize_weights_acc_steps = false;
   std::vector<std::string> freeze_parameters;     // regular expressions over parameter names
@@ -112,6 +119,10 @@ struct DataOptions {
 struct ProfilingOptions {
   std::string profile_steps;  // "A-B", updates to trace and tabulate
   bool log_norms = false;     // per-model parameter and gradient norms in metrics
+  // The original's debug lines, one per trained tensor after every update: the mean absolute
+  // step x 1e4 (print_var_updates) and |gradient| statistics (print_grads_stats).
+  bool print_var_updates = false;
+  bool print_grads_stats = false;
 
   void declare(OptionsReader& r);
   // profile_steps as (first, last) update; {0, 0} when off.
@@ -132,6 +143,9 @@ struct TrainerOptions {
   std::vector<std::string> tasks;
   std::vector<std::string> segment_lengths{"full"};
   std::vector<double> task_weights;  // default: 1 per task
+  // sum: the weighted sum of the task losses (Nabu-MSSS); mean: the weights divided by their
+  // sum, which without task_weights is the unweighted mean of the older trainer (seed 001).
+  std::string task_loss_combination = "sum";
   std::string init_file;
   ScheduleOptions schedule;
   LearningRateOptions learning_rate;
@@ -143,6 +157,8 @@ struct TrainerOptions {
   void declare(OptionsReader& r);
   StageSettings stage(std::size_t index) const;
   std::size_t num_stages() const { return segment_lengths.size(); }
+  // The weight of a task's loss in the update and the totals: task_weights (1 by default),
+  // divided by their sum when task_loss_combination is mean.
   double task_weight(std::size_t task_index) const;
 };
 

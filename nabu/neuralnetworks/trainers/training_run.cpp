@@ -118,6 +118,8 @@ Recipe prepare_experiment(const TrainingRunOptions& run) {
       if (entry.is_directory() && fs::exists(StageLayout{entry.path()}.logdir()))
         fs::remove_all(entry.path());
     fs::remove(ExperimentLayout{expdir}.val_sum(), ec);
+    // The stores the old training read are not this one's (it may read remade ones).
+    fs::remove(ExperimentLayout{expdir}.stores_record(), ec);
   }
   Recipe recipe = Recipe::load(run.recipe, parse_overrides(run.sets));
   ensure_directory(expdir);
