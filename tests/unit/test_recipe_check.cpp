@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include "nabu/catalog/recipe_check.h"
@@ -285,4 +286,88 @@ TEST(RecipeCheck, TheGraphVerdictIsTheBuilders) {
         << built << "\n" << joined(report.problems);
   }
   EXPECT_EQ(rejected, 11);
+}
+
+// The original's older single-model format (Nabu-MSSS until November 2017, e.g. its
+// MERL_DC_2and3spk of then): model.cfg holds [io] and one [model] whose dblstm ends in its own
+// output layer (output_dims), and the task sections name no graph. Training refuses it with the
+// conversion named; `nabu recipe upgrade` makes the current recipe of it.
+TEST(RecipeUpgrade, TheOlderSingleModelFormatBecomesTheCurrentOneAndPassesCheck) {
+  TempDir dir;
+  auto current = copy_fixture(dir, {});
+  const fs::path old = dir / "old_recipe";
+  fs::copy(current, old, fs::copy_options::recursive);
+  write_text(old / "model.cfg",
+             "[io]\ninputs = features\noutputs = bin_emb\n\n[model]\narchitecture = dblstm\n"
+             "num_units = 600\nnum_layers = 2\noutput_dims = 2580\ninput_noise = 0.2\n"
+             "dropout = 1.0\nrecurrent_dropout = 1.0\nlayer_norm = False\n");
+  const std::vector<std::string> graph_keys = {"inputs =",   "outputs =",   "nodes =",
+                                               "n0_model",   "n0_inputs",   "bin_emb_model",
+                                               "bin_emb_inputs"};
+  for (const char* name : {"trainer.cfg", "validation_evaluator.cfg", "test_evaluator.cfg"}) {
+    std::istringstream in(read_text(old / name));
+    std::string line, kept;
+    while (std::getline(in, line)) {
+      bool graph = false;
+      for (const auto& key : graph_keys) graph = graph || line.rfind(key, 0) == 0;
+      if (!graph) kept += line + "\n";
+    }
+    write_text(old / name, kept);
+  }
+  auto text = read_text(old / "trainer.cfg");
+  text.replace(text.find("[trainer]\n"), 10,
+               "[trainer]\nmulti_trainer = single_1to1\nresume_training = True\n");
+  write_text(old / "trainer.cfg", text);
+
+  // Training and checking name the conversion.
+  auto refused = check_recipe(old, {});
+  EXPECT_TRUE(has_line(refused.problems, "model.cfg",
+                       "the older single-model format ([io] and [model], no [hyper]); convert "
+                       "the recipe with: nabu recipe upgrade " + old.string()))
+      << joined(refused.problems);
+
+  auto upgraded = run_nabu("recipe upgrade " + old.string() + " " + (dir / "new").string());
+  ASSERT_EQ(upgraded.exit_code, 0) << upgraded.output;
+  EXPECT_NE(upgraded.output.find("nabu check finds no problem in it"), std::string::npos)
+      << upgraded.output;
+  EXPECT_TRUE(fs::exists(dir / "new/UPGRADE.md"));
+  EXPECT_TRUE(check_recipe(dir / "new", {}).problems.empty());
+
+  // What it wrote is the current fixture's model and graph, key for key.
+  auto model = ConfigFile::load(dir / "new/model.cfg");
+  auto expected_model = ConfigFile::load(current / "model.cfg");
+  EXPECT_EQ(model.section("hyper").get_string("model_names"), "main outlayer");
+  for (const char* section : {"main", "outlayer"})
+    for (const auto& key : model.section(section).keys())
+      EXPECT_EQ(model.section(section).get_string(key),
+                expected_model.section(section).get_string(key, "(none)"))
+          << section << " " << key;
+  EXPECT_EQ(model.section("outlayer").get_string("output_dims"), "2580");
+  EXPECT_FALSE(model.section("main").has("output_dims"));
+  for (const char* name : {"trainer.cfg", "validation_evaluator.cfg", "test_evaluator.cfg"}) {
+    auto written = ConfigFile::load(dir / "new" / name);
+    auto expected = ConfigFile::load(current / name);
+    for (const auto& section : expected.section_names()) {
+      if (!expected.section(section).has("nodes")) continue;
+      for (const auto& key : {"inputs", "outputs", "nodes", "n0_model", "n0_inputs",
+                              "bin_emb_model", "bin_emb_inputs"})
+        EXPECT_EQ(written.section(section).get_string(key, "(none)"),
+                  expected.section(section).get_string(key))
+            << name << " [" << section << "] " << key;
+    }
+  }
+  auto trainer = ConfigFile::load(dir / "new/trainer.cfg").section("trainer");
+  EXPECT_FALSE(trainer.has("multi_trainer"));
+  EXPECT_FALSE(trainer.has("resume_training"));
+
+  // A second run into the same folder, or a recipe already current, is one line.
+  auto again = run_nabu("recipe upgrade " + old.string() + " " + (dir / "new").string());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.output.find("already exists"), std::string::npos) << again.output;
+  auto current_again = run_nabu("recipe upgrade " + current.string() + " " +
+                                (dir / "newer").string());
+  EXPECT_EQ(current_again.exit_code, 1);
+  EXPECT_NE(current_again.output.find("in the current format already"), std::string::npos)
+      << current_again.output;
+  EXPECT_FALSE(fs::exists(dir / "newer"));
 }

@@ -28,7 +28,15 @@ std::vector<std::string> visit_models(const ConfigFile& model_cfg, bool build,
   };
   const ConfigSection* hyper = model_cfg.find_section("hyper");
   if (!hyper) {
-    report(model_cfg.path() + ": no [hyper] section (it lists model_names)");
+    if (model_cfg.has_section("io") || model_cfg.has_section("model")) {
+      // The original's single-model format (Nabu-MSSS until November 2017).
+      const std::filesystem::path recipe = std::filesystem::path(model_cfg.path()).parent_path();
+      report(model_cfg.path() + ": the older single-model format ([io] and [model], no [hyper]); "
+             "convert the recipe with: nabu recipe upgrade " + recipe.string() + " " +
+             recipe.string() + "_upgraded");
+    } else {
+      report(model_cfg.path() + ": no [hyper] section (it lists model_names)");
+    }
     return problems;
   }
   if (!hyper->has("model_names")) {
