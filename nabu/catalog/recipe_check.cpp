@@ -1,11 +1,15 @@
 #include "nabu/catalog/recipe_check.h"
 
+#include <algorithm>
 #include <functional>
+#include <torch/cuda.h>
 #include <set>
 
 #include "nabu/core/error.h"
+#include "nabu/core/fs.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
+#include "nabu/catalog/recipe_sections.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
@@ -103,15 +107,56 @@ class RecipeChecker {
     }
   }
 
+  // The sections `nabu data` prepares for this recipe: those its tasks use and those computing
+  // their statistics (all of them for a recipe of data alone); empty set = all.
+  std::set<std::string> prepared_sections() {
+    if (!recipe_.has("trainer.cfg") && !recipe_.has("test_evaluator.cfg")) return {};
+    std::set<std::string> used;
+    try {
+      for (const auto& entry : sections_used_by_tasks(recipe_)) used.insert(entry.first);
+    } catch (const Error&) {
+      return {};  // the task file's problem is reported where that file is checked
+    }
+    std::set<std::string> statistics_dirs;
+    for (const auto& name : used) {
+      const ConfigSection* section = database_->find_section(name);
+      if (!section) continue;
+      try {
+        auto options = read_database_section(*section, *database_);
+        if (!options.meanandvar_dir.empty())
+          statistics_dirs.insert(absolute_folder(options.meanandvar_dir).string());
+      } catch (const Error&) {
+      }  // named where the section itself is checked
+    }
+    for (const auto& section : database_->sections()) {
+      try {
+        const auto store_dir = read_database_section(section, *database_).store_dir;
+        if (!store_dir.empty() && statistics_dirs.count(absolute_folder(store_dir).string()))
+          used.insert(section.name());
+      } catch (const Error&) {
+      }
+    }
+    return used;
+  }
+
   void check_database() {
+    const std::set<std::string> prepared = prepared_sections();
     for (const auto& section : database_->sections()) {
       if (section.name() == "globalvars") continue;
       guard([&] {
         auto options = read_database_section(section, *database_);
+        // A list of a section no task uses is missing for nothing (nabu data skips the section):
+        // a warning; a recipe copied from a family keeps its siblings' sections.
+        const bool skipped = !prepared.empty() && !prepared.count(section.name());
         for (const auto& file : options.datafiles)
-          if (!fs::exists(file))
-            problem(section.where("datafiles") + ": '" + file + "' does not exist" +
-                    generation_hint(file));
+          if (!fs::exists(file)) {
+            const std::string message = section.where("datafiles") + ": '" + file +
+                                        "' does not exist" + generation_hint(file);
+            if (skipped)
+              warning(message + " (no task uses [" + section.name() + "]; nabu data skips it)");
+            else
+              problem(message);
+          }
         // Documentation in the original, which never reads it: a warning, not a problem.
         for (const auto& dependency : options.dependency_names())
           if (!database_->has_section(dependency))
@@ -212,12 +257,58 @@ class RecipeChecker {
            unstored_segment_lengths(spec, *database_, stage_segments_, dynamic_mixing_))
         problem(message);
     check_graph(section);
+    check_embedding_dims(section, spec);
     if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });
     if (!unreadable("loss.cfg")) guard([&] {
       ConfigSection options("", {});
       std::string type = resolve_loss_type(section, loss_cfg_, &options);
       for (const auto& message : loss_registry().check(type, options)) problem(message);
     });
+  }
+
+  // The losses that read `usedbins` (deep clustering and its kin) split an output's last
+  // dimension into F x D, F the bins of usedbins: a model output_dims that F does not divide
+  // fails at the first update.
+  void check_embedding_dims(const ConfigSection& section, const TaskSpec& spec) {
+    const ConfigFile* models = recipe_.find("model.cfg");
+    const auto& names = spec.target_names;
+    if (!database_ || !models || unreadable("model.cfg") || unreadable("loss.cfg") ||
+        std::find(names.begin(), names.end(), "usedbins") == names.end())
+      return;
+    std::string type;
+    try {
+      ConfigSection options("", {});
+      type = resolve_loss_type(section, loss_cfg_, &options);
+    } catch (const Error&) {
+      return;  // reported by check_task
+    }
+    // The _flat variants take [T, F, D] embeddings: output_dims is D there.
+    if (type.size() > 5 && type.compare(type.size() - 5, 5, "_flat") == 0) return;
+    for (const auto& binding : spec.linked_sets.front().targets) {
+      if (binding.name != "usedbins" || binding.sections.empty()) continue;
+      const ConfigSection* data = database_->find_section(binding.sections.front());
+      if (!data) return;  // reported above
+      int64_t bins = 0;
+      try {
+        auto dims = make_processor(recipe_.processor_config(*data))->nontime_dims();
+        if (dims.empty()) return;
+        bins = dims.back();
+      } catch (const Error&) {
+        return;  // the processor's problem is reported where its section is checked
+      }
+      for (const auto& output : spec.output_names) {
+        const ConfigSection* model =
+            models->find_section(section.get_string(output + "_model", ""));
+        if (!model || !model->has("output_dims")) continue;
+        long long dims = 0;
+        if (!guard([&] { dims = model->get_int("output_dims"); })) continue;
+        if (bins > 0 && (dims <= 0 || dims % bins != 0))
+          problem(model->where("output_dims") + ": " + std::to_string(dims) + " is not a "
+                  "multiple of the " + std::to_string(bins) + " bins of usedbins ([" +
+                  binding.sections.front() + "]), which task [" + section.name() + "]'s " +
+                  type + " loss splits " + output + " into (bins x embedding)");
+      }
+    }
   }
 
   // The builder's own rules: ModelGraph's constructor throws the first of these. Against a
@@ -243,6 +334,15 @@ class RecipeChecker {
       check_task(*section, TaskRole::kTrain, nullptr);
     }
     check_training_batches(trainer, options);
+    // fp16 needs a GPU: on a machine without one, `device = auto` computes on the CPU.
+    if (options.compute.precision == "fp16" &&
+        (options.compute.device == "cpu" ||
+         (options.compute.device == "auto" && !torch::cuda::is_available())))
+      problem(trainer.section("trainer").where("precision") +
+              ": fp16 needs a CUDA device, and device = " + options.compute.device +
+              " computes on the CPU" +
+              (options.compute.device == "auto" ? " on this machine" : "") +
+              " (bf16 runs on the CPU; --device=cuda trains fp16 where there is a GPU)");
     if (!options.init_file.empty() && !fs::exists(options.init_file))
       problem(trainer.section("trainer").where("init_file") + ": '" + options.init_file +
               "' does not exist");
@@ -297,6 +397,7 @@ class RecipeChecker {
         continue;
       }
       check_task(*section, TaskRole::kValidation, evaluator);
+      guard([&] { validation_metric_of(*section, evaluator); });
       for (const auto& name : section->get_list("extra_validation_sets", {})) {
         if (const ConfigSection* extra = validation.find_section(name))
           check_task(*extra, TaskRole::kValidation, evaluator);
@@ -358,7 +459,35 @@ class RecipeChecker {
       check_references(reconstructors, task, {"org_mix", "usedbins"});
       check_references(scorers, task, {"org_src", "base", "spkinfo", "noise"});
       check_postprocessing(reconstructors, scorers, task);
+      check_source_count(reconstructors, scorers, task);
     }
+  }
+
+  // A reconstructor's nrs estimates are scored against the org_src references: as many as the
+  // first utterance of that list has sources.
+  void check_source_count(const ConfigFile* reconstructors, const ConfigFile* scorers,
+                          const std::string& task) {
+    const ConfigSection* reconstructor =
+        reconstructors ? reconstructors->find_section(task) : nullptr;
+    const ConfigSection* scorer = scorers ? scorers->find_section(task) : nullptr;
+    if (!database_ || !reconstructor || !scorer || !reconstructor->has("nrs") ||
+        !scorer->has("org_src"))
+      return;
+    guard([&] {
+      const long long estimates = reconstructor->get_int("nrs");
+      const std::string name = scorer->get_string("org_src");
+      const ConfigSection* data = database_->find_section(name);
+      if (!data) return;  // reported by check_references
+      auto files = read_database_section(*data, *database_).datafiles;
+      for (const auto& file : files)
+        if (!fs::exists(file)) return;  // reported by check_database
+      auto lines = read_data_lines(files);
+      if (lines.empty() || static_cast<long long>(lines.front().fields.size()) == estimates) return;
+      problem(reconstructor->where("nrs") + ": " + std::to_string(estimates) +
+              " estimates per utterance, but scorer.cfg [" + task + "] org_src = " + name +
+              " holds " + std::to_string(lines.front().fields.size()) + " reference(s) (" +
+              lines.front().utterance + ", " + lines.front().origin + ")");
+    });
   }
 
   // The database sections a reconstructor.cfg / scorer.cfg task section points at must exist.

@@ -35,6 +35,11 @@ void rename_replace(const fs::path& from, const fs::path& to) {
   if (ec) throw Error(to.string() + ": cannot move into place: " + ec.message());
 }
 
+fs::path absolute_folder(const fs::path& folder) {
+  fs::path normal = fs::absolute(folder).lexically_normal();
+  return normal.filename().empty() ? normal.parent_path() : normal;
+}
+
 void write_file(const fs::path& path, const std::string& content) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(path.string() + ": cannot open for writing: " + std::strerror(errno));

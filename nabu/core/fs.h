@@ -19,6 +19,9 @@ void ensure_directory(const fs::path& path);  // throws Error naming the path
 fs::path temporary_sibling(const fs::path& path);
 // Renames `from` to `to` (same filesystem), replacing `to`; throws Error on failure.
 void rename_replace(const fs::path& from, const fs::path& to);
+// `folder` absolute and normal, without a trailing separator ("data/x/" -> "/.../data/x"), so
+// that its filename() is the folder's name.
+fs::path absolute_folder(const fs::path& folder);
 
 // Deletes the file on destruction unless commit() renamed it into place.
 class AtomicPath {

@@ -113,8 +113,8 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
   const ConfigSection& metric_source =
       section.has("validation_metric") || !context.evaluator ? section : *context.evaluator;
   if (metric_ != "sdr" && metric_ != "si_sdr" && metric_ != "error_rate")
-    metric_source.fail("validation_metric",
-                       "'" + metric_ + "' is not one of loss, sdr, si_sdr, error_rate");
+    metric_source.fail("validation_metric", "'" + metric_ + "' is not one of " +
+                                                join(validation_metrics(), ", "));
   // Signals and label sequences need whole utterances, whatever the stage's segment length.
   loss_ = std::make_unique<TaskLossEvaluator>(whole_utterances(context));
   const std::string& task = loss_->spec().name;

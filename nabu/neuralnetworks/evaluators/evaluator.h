@@ -79,6 +79,11 @@ EvaluatorRegistry& evaluator_registry();
 // section's (unless that names the multi-task wrapper, `multi_task`), else task_loss_evaluator. An unknown
 // name is a ConfigError naming file:line and key.
 std::string evaluator_type(const ConfigSection& section, const ConfigSection* evaluator);
+// The values validation_metric takes: loss, sdr, si_sdr, error_rate.
+const std::vector<std::string>& validation_metrics();
+// The validation_metric of a validation task section (its own, else its [evaluator] section's,
+// else loss); ConfigError naming file:line and key for a value validation_metrics() lacks.
+std::string validation_metric_of(const ConfigSection& section, const ConfigSection* evaluator);
 EvaluatorPtr make_evaluator(const EvaluatorContext& context);
 
 // The training tasks that are validated: all but validation_evaluator.cfg's

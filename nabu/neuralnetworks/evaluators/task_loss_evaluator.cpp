@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/strings.h"
 
 namespace nabu {
 
@@ -28,6 +29,21 @@ std::string evaluator_type(const ConfigSection& section, const ConfigSection* ev
   if (!evaluator_registry().contains(type))
     source->fail("evaluator", evaluator_registry().unknown_message(type));
   return type;
+}
+
+const std::vector<std::string>& validation_metrics() {
+  static const std::vector<std::string> metrics{"loss", "sdr", "si_sdr", "error_rate"};
+  return metrics;
+}
+
+std::string validation_metric_of(const ConfigSection& section, const ConfigSection* evaluator) {
+  const ConfigSection& source =
+      section.has("validation_metric") || !evaluator ? section : *evaluator;
+  const std::string metric = source.get_string("validation_metric", "loss");
+  const auto& known = validation_metrics();
+  if (std::find(known.begin(), known.end(), metric) == known.end())
+    source.fail("validation_metric", "'" + metric + "' is not one of " + join(known, ", "));
+  return metric;
 }
 
 std::vector<std::string> validated_tasks(const ConfigSection& evaluator,
