@@ -41,8 +41,7 @@ int rate_in_path(const std::string& path) {
 class RecipeMaker {
  public:
   explicit RecipeMaker(const RecipeFromCorpusOptions& options)
-      : options_(options), prepared_(fs::absolute(options.prepared).lexically_normal()) {
-    if (prepared_.filename().empty()) prepared_ = prepared_.parent_path();
+      : options_(options), prepared_(absolute_folder(options.prepared)) {
     if (prepared_.string().find_first_of(" \t") != std::string::npos)
       throw Error("--data=" + options.prepared.string() + ": database.conf separates list files "
                   "by spaces, so their path cannot hold one; move or link the prepared folder");

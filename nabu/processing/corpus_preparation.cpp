@@ -544,26 +544,10 @@ void write_variant(const fs::path& final_dir, const std::vector<Split>& splits,
   staged.commit();
 }
 
-}  // namespace
-
-const std::vector<std::string>& corpus_kinds() {
-  static const std::vector<std::string> names{"librimix", "wham", "whamr", "wsj0-mix", "folder"};
-  return names;
-}
-
-std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& options) {
-  const CorpusKind& kind = kind_named(options.kind);
-  const fs::path root = fs::absolute(options.root).lexically_normal();
-  const fs::path clean_root = root.filename().empty() ? root.parent_path() : root;
-  refuse_space_in_path(clean_root);
-  const auto genders = read_genders(options.speaker_genders);
-  std::set<std::string> rates, modes(options.modes.begin(), options.modes.end());
-  for (const auto& rate : options.rates) rates.insert(canonical_rate(rate));
-  for (const auto& mode : modes)
-    if (mode != "min" && mode != "max")
-      throw Error("--modes: '" + mode + "' is neither min nor max");
-
-  // Which rate and mode folders to prepare (a folder of one's own is itself the one).
+// The rate and mode folders to prepare (a folder of one's own is itself the one).
+std::vector<fs::path> select_mode_dirs(const CorpusKind& kind, const fs::path& clean_root,
+                                       const std::set<std::string>& rates,
+                                       const std::set<std::string>& modes) {
   std::vector<fs::path> mode_dirs;
   if (kind.name == "folder") {
     std::error_code ec;
@@ -571,38 +555,75 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
     if (!rates.empty() || !modes.empty())
       throw Error("--rates and --modes select folders of the standard corpora; a folder of "
                   "one's own has one rate and no modes");
-    mode_dirs.push_back(clean_root);
-  } else {
-    std::set<std::string> rates_found, modes_found;
-    for (const auto& speaker_dir : speaker_dirs(kind, clean_root))
-      for (const auto& rate_dir : subfolders(speaker_dir)) {
-        const std::string rate = rate_dir.filename().string();
-        if (rate_of(rate) == 0) continue;
-        rates_found.insert(rate);
-        if (!rates.empty() && !rates.count(rate)) continue;
-        for (const auto& mode_dir : subfolders(rate_dir)) {
-          const std::string mode = mode_dir.filename().string();
-          if (mode != "min" && mode != "max") continue;
-          modes_found.insert(mode);
-          if (modes.empty() || modes.count(mode)) mode_dirs.push_back(mode_dir);
-        }
-      }
-    for (const auto& rate : rates)
-      if (!rates_found.count(rate))
-        throw DataError(clean_root.string() + ": no " + rate + " folder (found: " +
-                        join({rates_found.begin(), rates_found.end()}, ", ") + ")");
-    for (const auto& mode : modes)
-      if (!modes_found.count(mode))
-        throw DataError(clean_root.string() + ": no '" + mode + "' folder under " +
-                        join({rates_found.begin(), rates_found.end()}, ", "));
-    if (mode_dirs.empty())
-      throw DataError(clean_root.string() + ": no min or max folder under " +
-                      join({rates_found.begin(), rates_found.end()}, ", "));
+    return {clean_root};
   }
-  Problems problems;
-  std::vector<Variant> variants;
-  for (const auto& mode_dir : mode_dirs)
-    variants.push_back(scan_variant(kind, mode_dir, clean_root, problems));
+  std::set<std::string> rates_found, modes_found;
+  for (const auto& speaker_dir : speaker_dirs(kind, clean_root))
+    for (const auto& rate_dir : subfolders(speaker_dir)) {
+      const std::string rate = rate_dir.filename().string();
+      if (rate_of(rate) == 0) continue;
+      rates_found.insert(rate);
+      if (!rates.empty() && !rates.count(rate)) continue;
+      for (const auto& mode_dir : subfolders(rate_dir)) {
+        const std::string mode = mode_dir.filename().string();
+        if (mode != "min" && mode != "max") continue;
+        modes_found.insert(mode);
+        if (modes.empty() || modes.count(mode)) mode_dirs.push_back(mode_dir);
+      }
+    }
+  const std::string found = join({rates_found.begin(), rates_found.end()}, ", ");
+  for (const auto& rate : rates)
+    if (!rates_found.count(rate))
+      throw DataError(clean_root.string() + ": no " + rate + " folder (found: " + found + ")");
+  for (const auto& mode : modes)
+    if (!modes_found.count(mode))
+      throw DataError(clean_root.string() + ": no '" + mode + "' folder under " + found);
+  if (mode_dirs.empty())
+    throw DataError(clean_root.string() + ": no min or max folder under " + found);
+  return mode_dirs;
+}
+
+// LibriMix's metadata of a split: every listed mixture must be there.
+std::map<std::string, std::map<std::string, int64_t>> librimix_metadata(
+    const Variant& variant, const Split& split, const fs::path& clean_root, Problems& problems) {
+  std::map<std::string, std::map<std::string, int64_t>> metadata;
+  for (const auto& folder : split.folders) {
+    const fs::path csv =
+        variant.dir / "metadata" / ("mixture_" + split.name + "_" + folder.name + ".csv");
+    std::error_code ec;
+    if (!is_mixture_folder(folder.name) || !fs::exists(csv, ec)) continue;
+    metadata[folder.name] = read_librimix_metadata(csv, problems);
+    for (const auto& [utterance, length] : metadata[folder.name])
+      if (!folder.files.count(utterance))
+        problems.add(relative_name(split.dir / folder.name, clean_root),
+                     "listed in metadata/" + csv.filename().string() + " but missing",
+                     utterance + ".wav");
+  }
+  return metadata;
+}
+
+// Every mixture's speakers: given (--mixture-speakers of a folder), or read from its name.
+void name_speakers(const CorpusKind& kind, const CorpusPreparationOptions& options,
+                   const Variant& variant, Split& split, const fs::path& clean_root,
+                   Problems& problems) {
+  for (const auto& utterance : split.utterances) {
+    auto known = options.mixture_speakers.find(utterance);
+    auto speakers = known != options.mixture_speakers.end()
+                        ? known->second
+                        : speakers_of(kind.name, utterance, variant.sources);
+    if (speakers.empty() && variant.sources > 0)
+      problems.add(relative_name(split.dir, clean_root),
+                   "the name does not say its " + std::to_string(variant.sources) +
+                       " speakers as " + kind.name + " names mixtures",
+                   utterance);
+    split.speakers[utterance] = std::move(speakers);
+  }
+}
+
+// Every file of every variant read and checked, in parallel; the problems collected.
+void check_variants(const CorpusKind& kind, const CorpusPreparationOptions& options,
+                    std::vector<Variant>& variants, const fs::path& clean_root,
+                    Problems& problems) {
   std::size_t total_files = 0;
   for (const auto& variant : variants)
     for (const auto& split : variant.splits)
@@ -615,34 +636,12 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
   for (auto& variant : variants) {
     RateTally rates;
     for (auto& split : variant.splits) {
-      std::map<std::string, std::map<std::string, int64_t>> metadata;
-      if (kind.name == "librimix")
-        for (const auto& folder : split.folders) {
-          const fs::path csv =
-              variant.dir / "metadata" / ("mixture_" + split.name + "_" + folder.name + ".csv");
-          std::error_code ec;
-          if (!is_mixture_folder(folder.name) || !fs::exists(csv, ec)) continue;
-          metadata[folder.name] = read_librimix_metadata(csv, problems);
-          for (const auto& [utterance, length] : metadata[folder.name])
-            if (!folder.files.count(utterance))
-              problems.add(relative_name(split.dir / folder.name, clean_root),
-                           "listed in metadata/" + csv.filename().string() + " but missing",
-                           utterance + ".wav");
-        }
+      auto metadata = kind.name == "librimix"
+                          ? librimix_metadata(variant, split, clean_root, problems)
+                          : std::map<std::string, std::map<std::string, int64_t>>{};
       check_split_files(split, variant, clean_root, metadata, workers, problems, progress, done,
                         rates);
-      for (const auto& utterance : split.utterances) {
-        auto known = options.mixture_speakers.find(utterance);
-        auto speakers = known != options.mixture_speakers.end()
-                            ? known->second
-                            : speakers_of(kind.name, utterance, variant.sources);
-        if (speakers.empty() && variant.sources > 0)
-          problems.add(relative_name(split.dir, clean_root),
-                       "the name does not say its " + std::to_string(variant.sources) +
-                           " speakers as " + kind.name + " names mixtures",
-                       utterance);
-        split.speakers[utterance] = std::move(speakers);
-      }
+      name_speakers(kind, options, variant, split, clean_root, problems);
     }
     if (rates.files > 0 && rates.wrong == rates.files && rates.wrong_rates.size() == 1) {
       // Every file at one other rate: a tree put in the wrong folder, whatever else follows.
@@ -656,41 +655,72 @@ std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& opti
     }
   }
   progress.update(total_files);
+}
+
+// One variant's lists and prepared.json written; what was prepared.
+PreparedVariant write_prepared(const CorpusKind& kind, const CorpusPreparationOptions& options,
+                               const Variant& variant, const fs::path& clean_root,
+                               const std::map<std::string, std::string>& genders) {
+  PreparedVariant out;
+  out.corpus = variant.corpus;
+  out.rate_folder = variant.rate_folder;
+  out.mode = variant.mode;
+  out.sample_rate = variant.sample_rate;
+  out.speakers_per_mixture = variant.sources;
+  if (kind.name == "folder" && !options.name.empty()) out.corpus = options.name;
+  out.out = kind.name == "folder"
+                ? options.out / out.corpus
+                : options.out / variant.corpus / variant.rate_folder / variant.mode;
+  std::vector<std::map<std::string, std::string>> lists;
+  nlohmann::json report{{"corpus", out.corpus},              {"kind", kind.name},
+                        {"root", clean_root.string()},       {"source", variant.dir.string()},
+                        {"sample_rate", variant.sample_rate}, {"mode", variant.mode},
+                        {"speakers_per_mixture", variant.sources},
+                        {"genders_from", options.speaker_genders.string()}};
+  for (const auto& split : variant.splits) {
+    lists.push_back(split_lists(split, variant, genders));
+    out.splits.push_back(summarise(split, variant, lists.back()));
+    const auto& summary = out.splits.back();
+    report["splits"][split.name] = {{"utterances", summary.utterances},
+                                    {"hours", summary.hours},
+                                    {"speakers", summary.speakers},
+                                    {"lists", summary.lists}};
+  }
+  write_variant(out.out, variant.splits, lists, report);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& corpus_kinds() {
+  static const std::vector<std::string> names{"librimix", "wham", "whamr", "wsj0-mix", "folder"};
+  return names;
+}
+
+std::vector<PreparedVariant> prepare_corpus(const CorpusPreparationOptions& options) {
+  const CorpusKind& kind = kind_named(options.kind);
+  const fs::path clean_root = absolute_folder(options.root);
+  refuse_space_in_path(clean_root);
+  const auto genders = read_genders(options.speaker_genders);
+  std::set<std::string> rates, modes(options.modes.begin(), options.modes.end());
+  for (const auto& rate : options.rates) rates.insert(canonical_rate(rate));
+  for (const auto& mode : modes)
+    if (mode != "min" && mode != "max")
+      throw Error("--modes: '" + mode + "' is neither min nor max");
+
+  Problems problems;
+  std::vector<Variant> variants;
+  for (const auto& mode_dir : select_mode_dirs(kind, clean_root, rates, modes))
+    variants.push_back(scan_variant(kind, mode_dir, clean_root, problems));
+  check_variants(kind, options, variants, clean_root, problems);
   if (problems.size() > 0) {
     problems.report();
     throw DataError(clean_root.string() + ": " + std::to_string(problems.size()) +
                     " problem(s), listed above; nothing written");
   }
-
   std::vector<PreparedVariant> prepared;
-  for (const auto& variant : variants) {
-    PreparedVariant out;
-    out.corpus = variant.corpus;
-    out.rate_folder = variant.rate_folder;
-    out.mode = variant.mode;
-    out.sample_rate = variant.sample_rate;
-    out.speakers_per_mixture = variant.sources;
-    if (kind.name == "folder" && !options.name.empty()) out.corpus = options.name;
-    out.out = kind.name == "folder" ? options.out / out.corpus
-                                    : options.out / variant.corpus / variant.rate_folder / variant.mode;
-    std::vector<std::map<std::string, std::string>> lists;
-    nlohmann::json report{{"corpus", out.corpus},              {"kind", kind.name},
-                          {"root", clean_root.string()},       {"source", variant.dir.string()},
-                          {"sample_rate", variant.sample_rate}, {"mode", variant.mode},
-                          {"speakers_per_mixture", variant.sources},
-                          {"genders_from", options.speaker_genders.string()}};
-    for (const auto& split : variant.splits) {
-      lists.push_back(split_lists(split, variant, genders));
-      out.splits.push_back(summarise(split, variant, lists.back()));
-      const auto& summary = out.splits.back();
-      report["splits"][split.name] = {{"utterances", summary.utterances},
-                                      {"hours", summary.hours},
-                                      {"speakers", summary.speakers},
-                                      {"lists", summary.lists}};
-    }
-    write_variant(out.out, variant.splits, lists, report);
-    prepared.push_back(std::move(out));
-  }
+  for (const auto& variant : variants)
+    prepared.push_back(write_prepared(kind, options, variant, clean_root, genders));
   return prepared;
 }
 

@@ -165,209 +165,248 @@ std::vector<SectionSummary> DataPreparation::run() {
   return summaries;
 }
 
-SectionSummary DataPreparation::prepare(const std::string& name) {
-  const ConfigFile& database = recipe_.get("database.conf");
-  const ConfigSection& raw_section = database.section(name);
-  ConfigSection section = resolve_globalvars(raw_section, database);
-  DatabaseSectionOptions options = read_database_section(raw_section, database);
-  const ConfigFile& processor_config = recipe_.processor_config(raw_section);
-  std::string config_text = processor_config.to_string();
-  SectionSummary summary;
-  summary.section = name;
-  auto start = Clock::now();
-  std::string what = "[" + name + "]";
+namespace {
 
-  // Which stores are still missing; a store made with another configuration is an error, one
-  // made from other list lines (a regenerated corpus) is stale and made again.
-  auto lines = read_data_lines(options.datafiles);
-  if (lines.empty()) raw_section.fail("datafiles", "the list files contain no utterances");
-  const std::string source_lines = fingerprint(lines);
-  std::vector<std::string> missing;
-  for (const auto& segment : options.segment_lengths) {
-    auto path = store_path(options.store_dir, segment);
-    StoreMetadata metadata;
-    if (!read_store_metadata(path, metadata)) {
-      missing.push_back(segment);
-      continue;
-    }
-    // The configuration first: a store another config made is never overwritten, whatever its
-    // list lines, nor one another section or another recipe made from other lines (that
-    // recipe's experiments read it). The same data made by another section or recipe (the
-    // original's recipes share store_dirs under other section names) is reused.
-    const bool same_config = metadata.processor_config == config_text &&
-                             metadata.writer_style == options.writer_style;
-    const bool other_section = metadata.section != name;
-    const bool other_recipe = !metadata.recipe.empty() && metadata.recipe != recipe_.origin();
-    const bool other_lines = metadata.source_lines != source_lines;
-    if (!same_config || ((other_section || other_recipe) && other_lines))
-      throw DataError(what + ": " + path.string() + " was made " +
-                      (other_section ? "for section [" + metadata.section + "] " : std::string()) +
-                      (other_recipe ? "by recipe " + metadata.recipe + " " : std::string()) +
-                      (same_config ? "from other list lines"
-                                   : "with another processor config or writer_style") +
-                      "; give this recipe its own store_dir (" +
-                      raw_section.where("store_dir") + "), or remove the store");
-    if (other_section)
-      spdlog::info("{}: {} was made by section [{}] with the same processor config and list "
-                   "lines; it is used as it is", what, path.string(), metadata.section);
-    if (metadata.source_lines != source_lines) {
-      spdlog::info("{}: {} was made from other list lines or other files than {} now name; it "
-                   "is made again", what, path.string(), join(options.datafiles, " "));
-      missing.push_back(segment);
-    }
+// One section's preparation: what it reads, how, and where it writes.
+struct SectionWork {
+  std::string name, what;  // "[name]" for messages
+  const ConfigSection& raw_section;
+  DatabaseSectionOptions options;
+  const ConfigFile& processor_config;
+  std::string config_text;  // the processor config as stored in every store's metadata
+  std::vector<DataLine> lines;
+  std::string source_lines;  // their fingerprint
+  std::string recipe;        // Recipe::origin()
+
+  DataError utterance_error(const DataLine& line, const std::string& message) const {
+    return DataError(what + " utterance '" + line.utterance + "' (" + line.origin + "): " +
+                     message);
   }
-  // Records of what was used, as the original's <expdir>/<section>/ copies.
-  if (!expdir_.empty()) {
-    ConfigFile record("database.cfg");
-    auto& copy = record.add_section(name);
-    for (const auto& [key, value] : section.entries()) copy.set(key, value.text, value.origin);
-    record.save(expdir_ / "data" / name / "database.cfg");
-    processor_config.save(expdir_ / "data" / name / "processor.cfg");
+};
+
+// Whether the store of `segment` must be made: missing, or made from other list lines (a
+// regenerated corpus) by this section and recipe. A store made with another configuration, or by
+// another section or recipe from other lines, is an error (their experiments read it); the same
+// data made by another section or recipe (the original's recipes share store_dirs under other
+// section names) is reused.
+bool store_missing(const SectionWork& work, const std::string& segment) {
+  auto path = store_path(work.options.store_dir, segment);
+  StoreMetadata metadata;
+  if (!read_store_metadata(path, metadata)) return true;
+  const bool same_config = metadata.processor_config == work.config_text &&
+                           metadata.writer_style == work.options.writer_style;
+  const bool other_section = metadata.section != work.name;
+  const bool other_recipe = !metadata.recipe.empty() && metadata.recipe != work.recipe;
+  const bool other_lines = metadata.source_lines != work.source_lines;
+  if (!same_config || ((other_section || other_recipe) && other_lines))
+    throw DataError(work.what + ": " + path.string() + " was made " +
+                    (other_section ? "for section [" + metadata.section + "] " : std::string()) +
+                    (other_recipe ? "by recipe " + metadata.recipe + " " : std::string()) +
+                    (same_config ? "from other list lines"
+                                 : "with another processor config or writer_style") +
+                    "; give this recipe its own store_dir (" +
+                    work.raw_section.where("store_dir") + "), or remove the store");
+  if (other_section)
+    spdlog::info("{}: {} was made by section [{}] with the same processor config and list "
+                 "lines; it is used as it is", work.what, path.string(), metadata.section);
+  if (!other_lines) return false;
+  spdlog::info("{}: {} was made from other list lines or other files than {} now name; it is "
+               "made again", work.what, path.string(), join(work.options.datafiles, " "));
+  return true;
+}
+
+// A processor whose output can be stored (not one computed on the fly).
+ProcessorPtr storable_processor(const SectionWork& work) {
+  ProcessorPtr processor = make_processor(work.processor_config);
+  if (!processor->storable()) {
+    const ConfigSection& section = work.processor_config.section("processor");
+    work.raw_section.fail("processor_config",
+                          "processor '" + section.get_string("processor") + "' (feature " +
+                              section.get_string("feature", "?") +
+                              ") is computed on the fly and cannot be preprocessed; set "
+                              "preprocess = False");
   }
-  if (missing.empty()) {
-    spdlog::info("{}: complete ({} store(s) in {}), skipped", what, options.segment_lengths.size(),
-                 options.store_dir);
-    summary.skipped = true;
-    return summary;
-  }
+  return processor;
+}
 
-  ProcessorPtr processor = make_processor(processor_config);
-  if (!processor->storable())
-    raw_section.fail("processor_config", "processor '" +
-                                             processor_config.section("processor").get_string("processor") +
-                                             "' (feature " +
-                                             processor_config.section("processor").get_string("feature", "?") +
-                                             ") is computed on the fly and cannot be preprocessed; "
-                                             "set preprocess = False");
-  StoredType stored_type = stored_type_for_writer_style(options.writer_style);
-  spdlog::info("{}: {} utterances -> {} (segment lengths: {})", what, lines.size(),
-               options.store_dir, join(missing, " "));
-  TorchThreadsGuard torch_threads(options_.workers > 1 ? 1 : torch::get_num_threads());
-
-  auto wrap = [&](const DataLine& line, const std::exception& e) {
-    return DataError(what + " utterance '" + line.utterance + "' (" + line.origin +
-                     "): " + e.what());
-  };
-
-  // String labels are numbered before the (parallel) processing, continuing label2index_dir.
-  if (processor->numbers_labels()) {
-    std::vector<std::string> known;
-    if (!options.label2index_dir.empty() &&
-        !same_directory(options.label2index_dir, options.store_dir)) {
-      try {
-        known = read_label_index(options.label2index_dir);
-      } catch (const Error& e) {
-        raw_section.fail("label2index_dir", e.what());
-      }
-    }
+// String labels numbered before the (parallel) processing, continuing label2index_dir.
+void number_labels(const SectionWork& work, Processor& processor) {
+  std::vector<std::string> known;
+  const auto& options = work.options;
+  if (!options.label2index_dir.empty() &&
+      !same_directory(options.label2index_dir, options.store_dir)) {
     try {
-      processor->number_labels(lines, known);
-    } catch (const DataError& e) {
-      throw DataError(what + " " + e.what());
-    }
-    write_label_index(options.store_dir, *processor->alphabet());
-    spdlog::info("{}: {} labels ({} new) -> {}", what, processor->alphabet()->size(),
-                 processor->alphabet()->size() - known.size(),
-                 (std::filesystem::path(options.store_dir) / "label2index.json").string());
-  }
-
-  // Global mean/variance: computed here when meanandvar_dir is this section's store_dir.
-  if (processor->needs_statistics()) {
-    if (options.meanandvar_dir.empty())
-      raw_section.fail("meanandvar_dir", "required for mvn_type = global");
-    auto statistics_path = std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5";
-    if (same_directory(options.meanandvar_dir, options.store_dir)) {
-      spdlog::info("{}: computing global mean and variance over {} utterances", what,
-                   lines.size());
-      MvnAccumulator accumulator;
-      ProgressReporter progress(what + " statistics", lines.size());
-      ordered_parallel<torch::Tensor>(
-          lines.size(), options_.workers, 64,
-          [&](std::size_t i) {
-            try {
-              return processor->statistics_observations(lines[i]);
-            } catch (const std::exception& e) {
-              throw wrap(lines[i], e);
-            }
-          },
-          [&](std::size_t i, torch::Tensor& observations) {
-            accumulator.add(observations);
-            progress.update(i + 1);
-          });
-      MvnStatistics statistics = accumulator.finish();
-      statistics.save(statistics_path);
-      processor->set_statistics(statistics);
-    } else {
-      processor->set_statistics(MvnStatistics::load(statistics_path));
+      known = read_label_index(options.label2index_dir);
+    } catch (const Error& e) {
+      work.raw_section.fail("label2index_dir", e.what());
     }
   }
+  try {
+    processor.number_labels(work.lines, known);
+  } catch (const DataError& e) {
+    throw DataError(work.what + " " + e.what());
+  }
+  write_label_index(options.store_dir, *processor.alphabet());
+  spdlog::info("{}: {} labels ({} new) -> {}", work.what, processor.alphabet()->size(),
+               processor.alphabet()->size() - known.size(),
+               (std::filesystem::path(options.store_dir) / "label2index.json").string());
+}
 
+// Global mean and variance: computed here when meanandvar_dir is this section's store_dir,
+// else read from there.
+void prepare_statistics(const SectionWork& work, Processor& processor, int workers) {
+  const auto& options = work.options;
+  if (options.meanandvar_dir.empty())
+    work.raw_section.fail("meanandvar_dir", "required for mvn_type = global");
+  auto statistics_path = std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5";
+  if (!same_directory(options.meanandvar_dir, options.store_dir)) {
+    processor.set_statistics(MvnStatistics::load(statistics_path));
+    return;
+  }
+  spdlog::info("{}: computing global mean and variance over {} utterances", work.what,
+               work.lines.size());
+  MvnAccumulator accumulator;
+  ProgressReporter progress(work.what + " statistics", work.lines.size());
+  ordered_parallel<torch::Tensor>(
+      work.lines.size(), workers, 64,
+      [&](std::size_t i) {
+        try {
+          return processor.statistics_observations(work.lines[i]);
+        } catch (const std::exception& e) {
+          throw work.utterance_error(work.lines[i], e.what());
+        }
+      },
+      [&](std::size_t i, torch::Tensor& observations) {
+        accumulator.add(observations);
+        progress.update(i + 1);
+      });
+  MvnStatistics statistics = accumulator.finish();
+  statistics.save(statistics_path);
+  processor.set_statistics(statistics);
+}
+
+std::vector<std::unique_ptr<StoreWriter>> open_writers(const SectionWork& work,
+                                                       Processor& processor,
+                                                       const std::vector<std::string>& missing) {
   std::vector<std::unique_ptr<StoreWriter>> writers;
   for (const auto& segment : missing) {
     StoreMetadata metadata;
-    metadata.stored_type = stored_type;
-    metadata.nontime_dims = processor->nontime_dims();
-    metadata.section = name;
+    metadata.stored_type = stored_type_for_writer_style(work.options.writer_style);
+    metadata.nontime_dims = processor.nontime_dims();
+    metadata.section = work.name;
     metadata.segment_length = segment;
-    metadata.writer_style = options.writer_style;
-    metadata.processor_config = config_text;
-    metadata.source_lines = source_lines;
-    metadata.recipe = recipe_.origin();
+    metadata.writer_style = work.options.writer_style;
+    metadata.processor_config = work.config_text;
+    metadata.source_lines = work.source_lines;
+    metadata.recipe = work.recipe;
     writers.push_back(
-        std::make_unique<StoreWriter>(store_path(options.store_dir, segment), metadata));
+        std::make_unique<StoreWriter>(store_path(work.options.store_dir, segment), metadata));
   }
-  const FeatureOptions* features = processor->feature_options();
-  double frame_seconds = features ? features->winstep : 0.0;
+  return writers;
+}
+
+// Every utterance processed (in parallel, written in list order) into the missing stores.
+void write_stores(const SectionWork& work, Processor& processor,
+                  const std::vector<std::string>& missing, int workers, SectionSummary& summary) {
+  auto writers = open_writers(work, processor, missing);
+  const FeatureOptions* features = processor.feature_options();
+  const double frame_seconds = features ? features->winstep : 0.0;
+  const bool samples = features && features->feature == "raw";
   int section_rate = 0;
-  ProgressReporter progress(what, lines.size());
+  ProgressReporter progress(work.what, work.lines.size());
   ordered_parallel<ProcessedUtterance>(
-      lines.size(), options_.workers, 64,
+      work.lines.size(), workers, 64,
       [&](std::size_t i) {
         try {
           ProcessedUtterance result;
-          auto data = processor->process(lines[i], &result.sample_rate);
+          auto data = processor.process(work.lines[i], &result.sample_rate);
           result.frames = data.size(0);
-          for (const auto& segment : missing) result.segments.push_back(processor->segment(data, segment));
+          for (const auto& segment : missing)
+            result.segments.push_back(processor.segment(data, segment));
           return result;
         } catch (const std::exception& e) {
-          throw wrap(lines[i], e);
+          throw work.utterance_error(work.lines[i], e.what());
         }
       },
       [&](std::size_t i, ProcessedUtterance& result) {
         if (section_rate == 0) section_rate = result.sample_rate;
         if (result.sample_rate != section_rate)
-          throw DataError(what + " utterance '" + lines[i].utterance + "' (" + lines[i].origin +
-                          "): sample rate " + std::to_string(result.sample_rate) +
-                          " Hz differs from " + std::to_string(section_rate) +
-                          " Hz of the section's first utterance");
+          throw work.utterance_error(
+              work.lines[i], "sample rate " + std::to_string(result.sample_rate) +
+                                 " Hz differs from " + std::to_string(section_rate) +
+                                 " Hz of the section's first utterance");
         for (std::size_t s = 0; s < missing.size(); ++s) {
           const auto& segments = result.segments[s];
           for (std::size_t k = 0; k < segments.size(); ++k) {
             std::string example = missing[s] == "full"
-                                      ? lines[i].utterance
-                                      : lines[i].utterance + "_part" + std::to_string(k);
+                                      ? work.lines[i].utterance
+                                      : work.lines[i].utterance + "_part" + std::to_string(k);
             writers[s]->append(example, segments[k].first, segments[k].second);
           }
         }
         summary.frames += result.frames;
-        bool samples = features && features->feature == "raw";
-        summary.audio_seconds +=
-            samples ? static_cast<double>(result.frames) / result.sample_rate
-                    : result.frames * frame_seconds;
+        summary.audio_seconds += samples ? static_cast<double>(result.frames) / result.sample_rate
+                                         : result.frames * frame_seconds;
         progress.update(i + 1);
       });
   for (auto& writer : writers) {
-    writer->set_utterances(static_cast<int64_t>(lines.size()));
+    writer->set_utterances(static_cast<int64_t>(work.lines.size()));
     writer->commit();
     summary.examples += writer->examples();
     summary.bytes += writer->bytes();
   }
-  summary.utterances = static_cast<int64_t>(lines.size());
+}
+
+}  // namespace
+
+SectionSummary DataPreparation::prepare(const std::string& name) {
+  const ConfigFile& database = recipe_.get("database.conf");
+  const ConfigSection& raw_section = database.section(name);
+  const ConfigFile& processor_config = recipe_.processor_config(raw_section);
+  SectionWork work{name,           "[" + name + "]",
+                   raw_section,    read_database_section(raw_section, database),
+                   processor_config, processor_config.to_string(),
+                   {},             {},
+                   recipe_.origin()};
+  work.lines = read_data_lines(work.options.datafiles);
+  if (work.lines.empty()) raw_section.fail("datafiles", "the list files contain no utterances");
+  work.source_lines = fingerprint(work.lines);
+  SectionSummary summary;
+  summary.section = name;
+  auto start = Clock::now();
+
+  std::vector<std::string> missing;
+  for (const auto& segment : work.options.segment_lengths)
+    if (store_missing(work, segment)) missing.push_back(segment);
+  // Records of what was used, as the original's <expdir>/<section>/ copies.
+  if (!expdir_.empty()) {
+    ConfigFile record("database.cfg");
+    auto& copy = record.add_section(name);
+    const ConfigSection resolved = resolve_globalvars(raw_section, database);
+    for (const auto& [key, value] : resolved.entries()) copy.set(key, value.text, value.origin);
+    record.save(expdir_ / "data" / name / "database.cfg");
+    processor_config.save(expdir_ / "data" / name / "processor.cfg");
+  }
+  if (missing.empty()) {
+    spdlog::info("{}: complete ({} store(s) in {}), skipped", work.what,
+                 work.options.segment_lengths.size(), work.options.store_dir);
+    summary.skipped = true;
+    return summary;
+  }
+
+  ProcessorPtr processor = storable_processor(work);
+  spdlog::info("{}: {} utterances -> {} (segment lengths: {})", work.what, work.lines.size(),
+               work.options.store_dir, join(missing, " "));
+  TorchThreadsGuard torch_threads(options_.workers > 1 ? 1 : torch::get_num_threads());
+  if (processor->numbers_labels()) number_labels(work, *processor);
+  if (processor->needs_statistics()) prepare_statistics(work, *processor, options_.workers);
+  write_stores(work, *processor, missing, options_.workers, summary);
+  summary.utterances = static_cast<int64_t>(work.lines.size());
   summary.wall_seconds = seconds_since(start);
   spdlog::info("{}: done: {} utterances, {} examples, {} frames, {:.1f} MB in {:.1f} s "
                "({:.0f}x real time)",
-               what, summary.utterances, summary.examples, summary.frames, summary.bytes / 1e6,
-               summary.wall_seconds,
+               work.what, summary.utterances, summary.examples, summary.frames,
+               summary.bytes / 1e6, summary.wall_seconds,
                summary.audio_seconds / std::max(summary.wall_seconds, 1e-9));
   return summary;
 }

@@ -60,23 +60,22 @@ bool is_speaker_folder_corpus(const fs::path& root) {
   return false;
 }
 
-std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& options) {
-  fs::path root = fs::absolute(options.root).lexically_normal();
-  if (root.filename().empty()) root = root.parent_path();
-  refuse_space_in_path(root);
-  const std::string corpus = root.filename().string();
+namespace {
 
-  // Every recording: a readable mono wav at the first one's rate, not silent.
+// Every recording by speaker: a readable mono wav at the first one's rate, not silent; the
+// problems of all listed at once.
+std::map<std::string, std::vector<Recording>> read_recordings(const fs::path& root, int& rate) {
+  const std::string corpus = root.filename().string();
   Problems problems;
   std::map<std::string, std::vector<Recording>> by_speaker;
-  int rate = 0;
   std::string first_file;
   for (const auto& folder : sorted_entries(root, true)) {
     const std::string speaker = folder.filename().string();
     const std::string where = corpus + "/" + speaker;
     for (const auto& path : sorted_entries(folder, false)) {
       const std::string name = path.filename().string();
-      if (name.find_first_of(" \t") != std::string::npos || speaker.find_first_of(" \t") != std::string::npos) {
+      if (name.find_first_of(" \t") != std::string::npos ||
+          speaker.find_first_of(" \t") != std::string::npos) {
         problems.add(where, "a space in a name (list files separate their fields by spaces): "
                             "rename it", name);
         continue;
@@ -109,41 +108,37 @@ std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& 
     throw DataError(root.string() + ": " + std::to_string(problems.size()) +
                     " problem(s), listed above; nothing written");
   }
-  const int speakers = static_cast<int>(by_speaker.size());
-  const int tenth = std::max(2, static_cast<int>(std::lround(speakers / 10.0)));
-  const int cv = options.cv_speakers > 0 ? options.cv_speakers : tenth;
-  const int tt = options.tt_speakers > 0 ? options.tt_speakers : tenth;
-  if (cv < 2 || tt < 2 || speakers - cv - tt < 2)
-    throw DataError(fmt::format(
-        "{}: {} speaker folder(s) with wavs; mixtures of two speakers need at least 2 speakers "
-        "in each of tr, cv ({}) and tt ({})",
-        root.string(), speakers, cv, tt));
+  return by_speaker;
+}
 
-  // The split of each speaker: tt, cv, then tr, in the order of a hash of their names, so that
-  // adding a speaker moves no other.
+// The recordings of each split: tt, cv, then tr speakers, in the order of a hash of their names,
+// so that adding a speaker moves no other.
+std::map<std::string, std::vector<Recording>> split_speakers(
+    const std::map<std::string, std::vector<Recording>>& by_speaker, int cv, int tt) {
   std::vector<std::string> order;
   for (const auto& entry : by_speaker) order.push_back(entry.first);
   std::sort(order.begin(), order.end(), [](const std::string& a, const std::string& b) {
     return std::make_pair(stable_hash(a), a) < std::make_pair(stable_hash(b), b);
   });
   std::map<std::string, std::vector<Recording>> splits;
-  for (int i = 0; i < speakers; ++i) {
+  for (int i = 0; i < static_cast<int>(order.size()); ++i) {
     const std::string split = i < tt ? "tt" : i < tt + cv ? "cv" : "tr";
     auto& recordings = splits[split];
     const auto& own = by_speaker.at(order[i]);
     recordings.insert(recordings.end(), own.begin(), own.end());
   }
+  return splits;
+}
 
-  // As many mixtures per split as it has recordings: each recording with one of another speaker
-  // of the split, at a level difference drawn in [0, 5) dB (wsj0-2mix's range), cut to the
-  // shorter one.
+// As many mixtures per split as it has recordings, in `dir`/<split>/{mix,s1,s2}: each recording
+// with one of another speaker of the split, at a level difference drawn in [0, 5) dB
+// (wsj0-2mix's range), cut to the shorter one. Returns each mixture's two speakers.
+std::map<std::string, std::vector<std::string>> write_mixtures(
+    const std::map<std::string, std::vector<Recording>>& splits, const std::string& corpus,
+    int rate, const fs::path& dir) {
   std::size_t total = 0;
   for (const auto& entry : splits) total += entry.second.size();
-  const fs::path tree = options.out / (corpus + "_mixtures");
-  ensure_directory(options.out);
-  AtomicPath staged(tree);
-  ensure_directory(staged.temporary());
-  CorpusPreparationOptions prepare;
+  std::map<std::string, std::vector<std::string>> speakers;
   ProgressReporter progress("prepare: mixing " + corpus, total, "mixtures");
   std::size_t done = 0;
   for (const auto& [split, recordings] : splits) {
@@ -153,7 +148,8 @@ std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& 
       const Recording* b = nullptr;
       while (!b || b->speaker == a.speaker) b = &recordings[generator() % recordings.size()];
       const double difference_db = 5.0 * uniform(generator);
-      auto first = read_audio(a.path.string()).samples, second = read_audio(b->path.string()).samples;
+      auto first = read_audio(a.path.string()).samples;
+      auto second = read_audio(b->path.string()).samples;
       const int64_t length = std::min(first.size(0), second.size(0));
       auto s1 = normalised(first.slice(0, 0, length)) * std::pow(10.0, difference_db / 40.0);
       auto s2 = normalised(second.slice(0, 0, length)) * std::pow(10.0, -difference_db / 40.0);
@@ -166,14 +162,41 @@ std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& 
       const double scale = 0.9 / peak;
       const std::string name = fmt::format("{:05d}_{}-{}_{}-{}", k, a.speaker, a.name,
                                            b->speaker, b->name);
-      const fs::path dir = staged.temporary() / split;
-      write_audio((dir / "mix" / (name + ".wav")).string(), mix * scale, rate);
-      write_audio((dir / "s1" / (name + ".wav")).string(), s1 * scale, rate);
-      write_audio((dir / "s2" / (name + ".wav")).string(), s2 * scale, rate);
-      prepare.mixture_speakers[name] = {a.speaker, b->speaker};
+      write_audio((dir / split / "mix" / (name + ".wav")).string(), mix * scale, rate);
+      write_audio((dir / split / "s1" / (name + ".wav")).string(), s1 * scale, rate);
+      write_audio((dir / split / "s2" / (name + ".wav")).string(), s2 * scale, rate);
+      speakers[name] = {a.speaker, b->speaker};
       progress.update(++done);
     }
   }
+  return speakers;
+}
+
+}  // namespace
+
+std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& options) {
+  const fs::path root = absolute_folder(options.root);
+  refuse_space_in_path(root);
+  const std::string corpus = root.filename().string();
+  int rate = 0;
+  const auto by_speaker = read_recordings(root, rate);
+  const int speakers = static_cast<int>(by_speaker.size());
+  const int tenth = std::max(2, static_cast<int>(std::lround(speakers / 10.0)));
+  const int cv = options.cv_speakers > 0 ? options.cv_speakers : tenth;
+  const int tt = options.tt_speakers > 0 ? options.tt_speakers : tenth;
+  if (cv < 2 || tt < 2 || speakers - cv - tt < 2)
+    throw DataError(fmt::format(
+        "{}: {} speaker folder(s) with wavs; mixtures of two speakers need at least 2 speakers "
+        "in each of tr, cv ({}) and tt ({})",
+        root.string(), speakers, cv, tt));
+
+  const fs::path tree = options.out / (corpus + "_mixtures");
+  ensure_directory(options.out);
+  AtomicPath staged(tree);
+  ensure_directory(staged.temporary());
+  CorpusPreparationOptions prepare;
+  prepare.mixture_speakers =
+      write_mixtures(split_speakers(by_speaker, cv, tt), corpus, rate, staged.temporary());
   std::error_code ec;
   if (fs::exists(tree, ec)) fs::remove_all(tree, ec);
   staged.commit();

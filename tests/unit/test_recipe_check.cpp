@@ -215,7 +215,7 @@ TEST(RecipeCheck, AStageSegmentLengthTheDatabaseDoesNotStoreIsAProblemPerSection
 }
 
 // `nabu check` runs the builder's own graph rules (ModelGraph::check) instead of a copy of them:
-// for each graph below, building the task as TaskTrainer does (read_task_spec, then ModelGraph)
+// for each graph below, building the task as TaskGradients does (read_task_spec, then ModelGraph)
 // and `nabu check` give the same verdict, and the builder's message is check's, word for word.
 TEST(RecipeCheck, TheGraphVerdictIsTheBuilders) {
   struct Case {

@@ -79,7 +79,7 @@ void MultiTaskTrainer::build() {
                                              expdir.string(), communicator_.is_chief()));
   for (std::size_t t = 0; t < options_.tasks.size(); ++t) {
     const ConfigSection& section = trainer_cfg.section(options_.tasks[t]);
-    tasks_.push_back(std::make_unique<TaskTrainer>(
+    tasks_.push_back(std::make_unique<TaskGradients>(
         section, loss_cfg, recipe_, options_.data, stage_, *bank_, stores_, communicator_.rank(),
         communicator_.world_size(), settings_.seed, settings_.device.is_cuda()));
     task_weights_.push_back(options_.task_weight(t));

@@ -1,5 +1,5 @@
 // The loop of one stage (docs/trainer.md, the original's MultiTaskTrainer): every update runs
-// numbatches_to_aggregate rounds of one minibatch per task (TaskTrainer), sums the tasks' sums
+// numbatches_to_aggregate rounds of one minibatch per task (TaskGradients), sums the tasks' sums
 // over the ranks, and hands them to the ParameterUpdate. The StageSchedule says when anything
 // happens (validate, checkpoint, export, report, profile, stop); StageValidation evaluates and
 // decides (through the ValidationPolicy) what follows a validation (halve the learning rate, go
@@ -22,7 +22,7 @@
 #include "nabu/neuralnetworks/trainers/progress.h"
 #include "nabu/neuralnetworks/trainers/stage_schedule.h"
 #include "nabu/neuralnetworks/trainers/stage_validation.h"
-#include "nabu/neuralnetworks/trainers/task_trainer.h"
+#include "nabu/neuralnetworks/trainers/task_gradients.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
 
 namespace nabu {
@@ -88,7 +88,7 @@ class MultiTaskTrainer : public StageTrainer {
   Precision precision_ = Precision::kFp32;
   LossScaler scaler_;  // fp16 only
   StoreCache stores_;
-  std::vector<std::unique_ptr<TaskTrainer>> tasks_;
+  std::vector<std::unique_ptr<TaskGradients>> tasks_;
   std::vector<double> task_weights_;
   std::unique_ptr<StageValidation> validation_;  // null: the stage does not validate
   std::unique_ptr<StageSchedule> schedule_;

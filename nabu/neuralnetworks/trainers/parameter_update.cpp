@@ -277,7 +277,7 @@ void ParameterUpdate::prepare_gradients(const Task& task, const TaskSums& sums, 
                  std::to_string(step) + "; " + failure_hint);
   };
   if (options_.clip_grad_value_per_minibatch) {
-    // Each minibatch was clamped before it was summed (TaskTrainer): the sum is only checked.
+    // Each minibatch was clamped before it was summed (TaskGradients): the sum is only checked.
     for (std::size_t k = 0; k < present.size(); ++k)
       if (!std::isfinite(gradient_norm[k])) throw not_finite();
     return;
@@ -305,7 +305,7 @@ void ParameterUpdate::clip_norm(std::vector<torch::Tensor>& gradients) const {
       gradient.mul_((options_.clip_grad_norm / gradient.norm()).clamp_max(1.0));
     return;
   }
-  // In place: every gradient here is owned by its parameter (TaskTrainer::run_minibatch).
+  // In place: every gradient here is owned by its parameter (TaskGradients::run_minibatch).
 #if TORCH_VERSION_MAJOR >= 2
   if (present.front().is_cuda()) {
     // On a GPU the norm stays there, as the factor min(1, clip_grad_norm / norm): a copy to

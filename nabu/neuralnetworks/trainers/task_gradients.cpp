@@ -1,4 +1,4 @@
-#include "nabu/neuralnetworks/trainers/task_trainer.h"
+#include "nabu/neuralnetworks/trainers/task_gradients.h"
 
 #include <ATen/record_function.h>
 
@@ -13,7 +13,7 @@
 
 namespace nabu {
 
-TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg,
+TaskGradients::TaskGradients(const ConfigSection& section, const ConfigFile* loss_cfg,
                          const Recipe& recipe, const DataOptions& data,
                          const StageSettings& stage, ModelBank& bank, StoreCache& stores, int rank,
                          int world_size, uint64_t seed, bool pin_memory)
@@ -67,7 +67,7 @@ TaskTrainer::TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cf
   }
 }
 
-void TaskTrainer::materialize() {
+void TaskGradients::materialize() {
   torch::NoGradGuard no_grad;
   const auto& examples = pipelines_.front().pipeline->examples();
   Batch batch = examples.load(0, {0});
@@ -76,7 +76,7 @@ void TaskTrainer::materialize() {
   gradients_.assign(parameters_.size(), torch::Tensor());
 }
 
-void TaskTrainer::exclude(const std::vector<torch::Tensor>& excluded) {
+void TaskGradients::exclude(const std::vector<torch::Tensor>& excluded) {
   std::vector<torch::Tensor> kept;
   for (const auto& parameter : parameters_) {
     bool drop = false;
@@ -88,7 +88,7 @@ void TaskTrainer::exclude(const std::vector<torch::Tensor>& excluded) {
   gradients_.assign(parameters_.size(), torch::Tensor());
 }
 
-void TaskTrainer::reset_accumulators() {
+void TaskGradients::reset_accumulators() {
   for (auto& gradient : gradients_) gradient = torch::Tensor();
   loss_sum_ = norm_sum_ = 0;
   examples_ = frames_ = 0;
@@ -109,7 +109,7 @@ torch::Tensor owned_gradient(const std::vector<torch::Tensor>& gradients, std::s
 
 }  // namespace
 
-void TaskTrainer::run_minibatch(double loss_scale) {
+void TaskGradients::run_minibatch(double loss_scale) {
   const torch::Device& device = graph_->bank().device();
   for (auto& [set, pipeline] : pipelines_) {
     auto start = Clock::now();
@@ -165,14 +165,14 @@ void TaskTrainer::run_minibatch(double loss_scale) {
   }
 }
 
-std::map<std::string, PipelinePosition> TaskTrainer::positions() const {
+std::map<std::string, PipelinePosition> TaskGradients::positions() const {
   std::map<std::string, PipelinePosition> out;
   for (const auto& entry : pipelines_)
     out[spec_.name + "/" + entry.set.name] = entry.pipeline->position();
   return out;
 }
 
-void TaskTrainer::seek(const std::map<std::string, PipelinePosition>& positions) {
+void TaskGradients::seek(const std::map<std::string, PipelinePosition>& positions) {
   for (auto& entry : pipelines_) {
     auto it = positions.find(spec_.name + "/" + entry.set.name);
     if (it != positions.end()) entry.pipeline->seek(it->second);

@@ -1,7 +1,7 @@
-// One training task (docs/trainer.md, the original's TaskTrainer): its pipelines (one per linked
-// set), graph and loss.
-// A minibatch adds the gradient of its (weighted, unnormalised) loss to the task's accumulators,
-// only for the parameters of the models the task uses.
+// The gradients of one training task (docs/trainer.md; the original calls it TaskTrainer, though
+// it trains nothing: the ParameterUpdate does): its pipelines (one per linked set), graph and
+// loss. A minibatch adds the gradient of its (weighted, unnormalised) loss to the task's
+// accumulators, only for the parameters of the models the task uses.
 #pragma once
 
 #include <memory>
@@ -23,9 +23,9 @@
 
 namespace nabu {
 
-class TaskTrainer {
+class TaskGradients {
  public:
-  TaskTrainer(const ConfigSection& section, const ConfigFile* loss_cfg, const Recipe& recipe,
+  TaskGradients(const ConfigSection& section, const ConfigFile* loss_cfg, const Recipe& recipe,
               const DataOptions& data, const StageSettings& stage, ModelBank& bank,
               StoreCache& stores, int rank, int world_size, uint64_t seed, bool pin_memory);
 

@@ -94,7 +94,7 @@ struct OptimizerOptions {
   std::vector<std::pair<std::string, double>> multipliers() const;
 };
 
-// How training examples are batched and loaded (TaskTrainer's input pipeline).
+// How training examples are batched and loaded (TaskGradients's input pipeline).
 struct DataOptions {
   std::vector<int> batch_size{8};              // per stage
   std::vector<int> numbatches_to_aggregate{1};  // per stage
