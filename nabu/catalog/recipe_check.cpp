@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <torch/cuda.h>
 #include <set>
 
 #include "nabu/core/error.h"
-#include "nabu/core/fs.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/catalog/recipe_sections.h"
@@ -20,6 +20,7 @@
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/processor.h"
+#include "nabu/processing/section_plan.h"
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
@@ -93,6 +94,17 @@ class RecipeChecker {
   // that would read it are skipped rather than report what its absence implies.
   bool unreadable(const std::string& file) const { return recipe_.unreadable().count(file) > 0; }
 
+  // The lines of a section's list files, read once per check whichever check asks; null when a
+  // list is missing (check_database reports that).
+  const std::vector<DataLine>* data_lines(const std::vector<std::string>& files) {
+    for (const auto& file : files)
+      if (!fs::exists(file)) return nullptr;
+    auto cached = data_lines_.find(files);
+    if (cached == data_lines_.end())
+      cached = data_lines_.emplace(files, read_data_lines(files)).first;
+    return &cached->second;
+  }
+
   void problem(const std::string& message) { report_.problems.push_back(message); }
   void warning(const std::string& message) { report_.warnings.push_back(message); }
 
@@ -107,36 +119,18 @@ class RecipeChecker {
     }
   }
 
-  // The sections `nabu data` prepares for this recipe: those its tasks use and those computing
-  // their statistics (all of them for a recipe of data alone); empty set = all.
+  // The sections `nabu data` prepares for this recipe (its own plan: those the tasks use, and
+  // transitively those computing their statistics or numbering their labels); empty = all (a
+  // recipe of data alone, or task files whose problems are reported where they are checked).
   std::set<std::string> prepared_sections() {
     if (!recipe_.has("trainer.cfg") && !recipe_.has("test_evaluator.cfg")) return {};
-    std::set<std::string> used;
     try {
-      for (const auto& entry : sections_used_by_tasks(recipe_)) used.insert(entry.first);
+      SectionChoice choice;
+      choice.used_sections = sections_used_by_tasks(recipe_);
+      return sections_for_tasks(recipe_, choice, /*log=*/false);
     } catch (const Error&) {
-      return {};  // the task file's problem is reported where that file is checked
+      return {};
     }
-    std::set<std::string> statistics_dirs;
-    for (const auto& name : used) {
-      const ConfigSection* section = database_->find_section(name);
-      if (!section) continue;
-      try {
-        auto options = read_database_section(*section, *database_);
-        if (!options.meanandvar_dir.empty())
-          statistics_dirs.insert(absolute_folder(options.meanandvar_dir).string());
-      } catch (const Error&) {
-      }  // named where the section itself is checked
-    }
-    for (const auto& section : database_->sections()) {
-      try {
-        const auto store_dir = read_database_section(section, *database_).store_dir;
-        if (!store_dir.empty() && statistics_dirs.count(absolute_folder(store_dir).string()))
-          used.insert(section.name());
-      } catch (const Error&) {
-      }
-    }
-    return used;
   }
 
   void check_database() {
@@ -202,11 +196,9 @@ class RecipeChecker {
       }
       const FeatureOptions* features = built->feature_options();
       if (!features) return;
-      auto options = read_database_section(section, *database_);
-      for (const auto& file : options.datafiles)
-        if (!fs::exists(file)) return;  // reported above
-      auto lines = read_data_lines(options.datafiles);
-      if (lines.empty() || lines.front().fields.empty()) return;
+      const auto* read = data_lines(read_database_section(section, *database_).datafiles);
+      if (!read || read->empty() || read->front().fields.empty()) return;
+      const auto& lines = *read;
       int rate = 0;
       try {
         rate = read_audio(lines.front().fields.front()).sample_rate;
@@ -367,10 +359,9 @@ class RecipeChecker {
         for (const auto& name : binding.sections) {
           const ConfigSection* data = database_->find_section(name);
           if (!data) return;  // reported by check_task
-          auto files = read_database_section(*data, *database_).datafiles;
-          for (const auto& file : files)
-            if (!fs::exists(file)) return;  // reported by check_database
-          utterances += static_cast<int64_t>(read_data_lines(files).size());
+          const auto* lines = data_lines(read_database_section(*data, *database_).datafiles);
+          if (!lines) return;
+          utterances += static_cast<int64_t>(lines->size());
         }
         const auto usable = static_cast<int64_t>(utterances * spec.trainset_frac);
         if (stage.batch_size > usable)
@@ -478,11 +469,11 @@ class RecipeChecker {
       const std::string name = scorer->get_string("org_src");
       const ConfigSection* data = database_->find_section(name);
       if (!data) return;  // reported by check_references
-      auto files = read_database_section(*data, *database_).datafiles;
-      for (const auto& file : files)
-        if (!fs::exists(file)) return;  // reported by check_database
-      auto lines = read_data_lines(files);
-      if (lines.empty() || static_cast<long long>(lines.front().fields.size()) == estimates) return;
+      const auto* read = data_lines(read_database_section(*data, *database_).datafiles);
+      if (!read || read->empty() ||
+          static_cast<long long>(read->front().fields.size()) == estimates)
+        return;
+      const auto& lines = *read;
       problem(reconstructor->where("nrs") + ": " + std::to_string(estimates) +
               " estimates per utterance, but scorer.cfg [" + task + "] org_src = " + name +
               " holds " + std::to_string(lines.front().fields.size()) + " reference(s) (" +
@@ -544,6 +535,7 @@ class RecipeChecker {
   std::vector<std::string> training_tasks_;
   std::vector<std::string> stage_segments_;  // trainer.cfg's segment_lengths, once read
   bool dynamic_mixing_ = false;
+  std::map<std::vector<std::string>, std::vector<DataLine>> data_lines_;  // by list files
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/model_bank.h"
 
 namespace nabu {
 
@@ -168,11 +169,6 @@ class RecipeUpgrader {
 };
 
 }  // namespace
-
-bool is_single_model_format(const ConfigFile& model_cfg) {
-  return !model_cfg.has_section("hyper") &&
-         (model_cfg.has_section("io") || model_cfg.has_section("model"));
-}
 
 RecipeUpgradeResult upgrade_recipe(const fs::path& old_recipe, const fs::path& new_recipe) {
   return RecipeUpgrader(old_recipe, new_recipe).upgrade();

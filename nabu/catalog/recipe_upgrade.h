@@ -10,11 +10,6 @@
 
 namespace nabu {
 
-class ConfigFile;
-
-// Whether model.cfg is in the older format ([io] or [model], and no [hyper]).
-bool is_single_model_format(const ConfigFile& model_cfg);
-
 struct RecipeUpgradeResult {
   std::vector<std::string> changes;   // one line per change, also in the new recipe's README.md
   std::vector<std::string> problems;  // what nabu check still finds in the new recipe

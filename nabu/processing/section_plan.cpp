@@ -65,13 +65,16 @@ bool needs_statistics(const Recipe& recipe, const ConfigSection& section) {
   return make_processor(recipe.processor_config(section))->needs_statistics();
 }
 
-std::set<std::string> used_sections(const Recipe& recipe, const SectionChoice& choice) {
+}  // namespace
+
+std::set<std::string> sections_for_tasks(const Recipe& recipe, const SectionChoice& choice,
+                                         bool log) {
   const ConfigFile& database = recipe.get("database.conf");
   std::set<std::string> selected;
   std::vector<std::string> pending;
   for (const auto& [name, where] : choice.used_sections) {
     if (!database.has_section(name)) continue;  // nabu check reports it
-    spdlog::info("[{}]: used by {}", name, join(where, ", "));
+    if (log) spdlog::info("[{}]: used by {}", name, join(where, ", "));
     if (selected.insert(name).second) pending.push_back(name);
   }
   // The sections that compute the statistics the used ones normalise with, transitively.
@@ -82,18 +85,22 @@ std::set<std::string> used_sections(const Recipe& recipe, const SectionChoice& c
     if (const ConfigSection* numbering = producer_of(
             database, section, read_database_section(section, database).label2index_dir))
       if (selected.insert(numbering->name()).second) {
-        spdlog::info("[{}]: numbers the labels of [{}]", numbering->name(), section.name());
+        if (log)
+          spdlog::info("[{}]: numbers the labels of [{}]", numbering->name(), section.name());
         pending.push_back(numbering->name());
       }
     if (!needs_statistics(recipe, section)) continue;
     if (const ConfigSection* producer = statistics_producer(recipe, section))
       if (selected.insert(producer->name()).second) {
-        spdlog::info("[{}]: computes the statistics of [{}]", producer->name(), section.name());
+        if (log)
+          spdlog::info("[{}]: computes the statistics of [{}]", producer->name(), section.name());
         pending.push_back(producer->name());
       }
   }
   return selected;
 }
+
+namespace {
 
 void check_statistics_exist(const Recipe& recipe, const std::vector<std::string>& order,
                             const SectionChoice& choice) {
@@ -197,7 +204,7 @@ std::vector<std::string> plan_sections(const Recipe& recipe, const SectionChoice
                           did_you_mean(name, order));
     order = keep_selected(order, {choice.sections.begin(), choice.sections.end()}, choice);
   } else if (choice.only_used_sections) {
-    order = keep_selected(order, used_sections(recipe, choice), choice);
+    order = keep_selected(order, sections_for_tasks(recipe, choice), choice);
   }
   check_statistics_exist(recipe, order, choice);
   return order;

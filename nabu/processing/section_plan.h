@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct SectionChoice {
 // dependency cycle; a dependency that names no section orders nothing (the original never reads
 // `dependencies`; nabu check warns).
 std::vector<std::string> preparation_order(const ConfigFile& database);
+
+// The sections `choice.used_sections` need prepared: those, and transitively the sections that
+// compute their statistics or number their labels. `log`: one info line per section with why.
+// nabu check asks it too (which missing lists matter), without the lines.
+std::set<std::string> sections_for_tasks(const Recipe& recipe, const SectionChoice& choice,
+                                         bool log = true);
 
 // The sections to prepare, in order, per `choice`; logs every skipped one once. Throws
 // ConfigError for an unknown --section, and for a chosen section whose statistics are neither

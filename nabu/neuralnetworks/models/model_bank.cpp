@@ -16,6 +16,15 @@ std::string shape_text(const torch::Tensor& tensor) {
   return out.str();
 }
 
+}  // namespace
+
+bool is_single_model_format(const ConfigFile& model_cfg) {
+  return !model_cfg.has_section("hyper") &&
+         (model_cfg.has_section("io") || model_cfg.has_section("model"));
+}
+
+namespace {
+
 // Collects the problems of [hyper] model_names and each named section; with `build`, creates
 // the models into `models` (throwing on the first problem instead).
 std::vector<std::string> visit_models(const ConfigFile& model_cfg, bool build,
@@ -28,8 +37,7 @@ std::vector<std::string> visit_models(const ConfigFile& model_cfg, bool build,
   };
   const ConfigSection* hyper = model_cfg.find_section("hyper");
   if (!hyper) {
-    if (model_cfg.has_section("io") || model_cfg.has_section("model")) {
-      // The original's single-model format (Nabu-MSSS until November 2017).
+    if (is_single_model_format(model_cfg)) {
       const std::filesystem::path recipe = std::filesystem::path(model_cfg.path()).parent_path();
       report(model_cfg.path() + ": the older single-model format ([io] and [model], no [hyper]); "
              "convert the recipe with: nabu recipe upgrade " + recipe.string() + " " +

@@ -18,6 +18,10 @@
 
 namespace nabu {
 
+// Whether model.cfg is in the original's older single-model format ([io] or [model], no [hyper];
+// Nabu-MSSS until November 2017): refused here, converted by `nabu recipe upgrade`.
+bool is_single_model_format(const ConfigFile& model_cfg);
+
 // What a (partial) load did, by "<model>.<parameter path>" name.
 struct ParameterLoadReport {
   std::vector<std::string> loaded;
