@@ -114,17 +114,18 @@ std::function<std::vector<OptionDoc>()> options_documenter() {
 #define NABU_CONCAT_INNER(a, b) a##b
 #define NABU_CONCAT(a, b) NABU_CONCAT_INNER(a, b)
 // REGISTRY_FN is a function returning the family's registry (a function-local static, so the
-// order of static initialisation across files does not matter).
+// order of static initialisation across files does not matter). The flag is numbered by
+// __COUNTER__, not __LINE__: the unity build puts several files into one translation unit.
 #define NABU_REGISTER(REGISTRY_FN, NAME, FACTORY, HELP)                  \
   namespace {                                                            \
-  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __LINE__) = \
+  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __COUNTER__) = \
       REGISTRY_FN().add(NAME, FACTORY, HELP);                            \
   }
 // Same, for a class configured by an options struct: `nabu check` validates its section and
 // `nabu list` documents its keys.
 #define NABU_REGISTER_WITH_OPTIONS(REGISTRY_FN, NAME, FACTORY, OPTIONS, HELP)           \
   namespace {                                                                            \
-  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __LINE__) =                 \
+  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __COUNTER__) =                 \
       REGISTRY_FN().add(NAME, FACTORY, HELP,                                             \
                         ::nabu::options_checker<OPTIONS>(std::string(NAME)),             \
                         ::nabu::options_documenter<OPTIONS>());                          \
@@ -134,7 +135,7 @@ std::function<std::vector<OptionDoc>()> options_documenter() {
 // keys share a section with others, such as an evaluator's in a task section).
 #define NABU_REGISTER_DOCUMENTED(REGISTRY_FN, NAME, FACTORY, OPTIONS, HELP)               \
   namespace {                                                                            \
-  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __LINE__) =                 \
+  [[maybe_unused]] const bool NABU_CONCAT(nabu_registered_, __COUNTER__) =                 \
       REGISTRY_FN().add(NAME, FACTORY, HELP, {}, ::nabu::options_documenter<OPTIONS>()); \
   }
 

@@ -3,10 +3,12 @@
 #include "nabu/processing/processor.h"
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
+#include "nabu/processing/feature_processor.h"
 
 namespace nabu {
 ProcessorRegistry& processor_registry() {
@@ -156,6 +158,56 @@ std::vector<std::string> read_label_index(const std::filesystem::path& dir) {
     labels[index.get<int64_t>()] = label;
   }
   return labels;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shared pieces of feature_processor.h.
+
+torch::Tensor read_same_rate(const std::string& path, int& rate) {
+  Audio audio = read_audio(path);
+  if (rate != 0 && audio.sample_rate != rate)
+    throw DataError("sample rate " + std::to_string(audio.sample_rate) + " Hz of '" + path +
+                    "' differs from " + std::to_string(rate) + " Hz of the other wavs");
+  rate = audio.sample_rate;
+  return audio.samples;
+}
+
+std::string shape_text(const torch::Tensor& tensor) {
+  std::string text = "[";
+  for (int64_t i = 0; i < tensor.dim(); ++i)
+    text += (i ? ", " : "") + std::to_string(tensor.size(i));
+  return text + "]";
+}
+
+torch::Tensor dominant_source_columns(const torch::Tensor& features,
+                                      const std::vector<int>& spk_select) {
+  auto winner = features.argmax(-1);
+  std::vector<torch::Tensor> columns;
+  for (int s : spk_select) columns.push_back(winner == s);
+  return torch::stack(columns, -1).reshape({features.size(0), -1});
+}
+
+torch::Tensor bins_above_peak(const torch::Tensor& features, double mag_thres,
+                              const DataLine* line) {
+  auto used = features > features.max() / mag_thres;
+  if (line && used.to(torch::kFloat64).mean().item<double>() < 0.01)
+    spdlog::warn("{}: utterance '{}': less than 1% of the time-frequency bins are active",
+                 line->origin, line->utterance);
+  return used;
+}
+
+void declare_spk_select(OptionsReader& r, std::vector<int>& spk_select, int nrs) {
+  r("spk_select", spk_select, "which sources get a target column (default: all)");
+  for (int s : spk_select)
+    r.require(s >= 0 && s < nrs, "spk_select",
+              std::to_string(s) + " is not a source index (0.." + std::to_string(nrs - 1) + ")");
+}
+
+std::vector<int> selected_sources(const std::vector<int>& spk_select, int nrs) {
+  if (!spk_select.empty()) return spk_select;
+  std::vector<int> all;
+  for (int s = 0; s < nrs; ++s) all.push_back(s);
+  return all;
 }
 
 }  // namespace nabu

@@ -5,23 +5,11 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 #include "nabu/processing/audio.h"
-#include "nabu/processing/processor.h"
+#include "nabu/processing/feature_processor.h"
 
 namespace nabu {
 
 namespace {
-
-// Audio of one field group; checks the sample rate against `expected` when set.
-Audio read_checked(const std::vector<std::string>& fields, int* rate) {
-  Audio audio = read_audio_fields(fields);
-  if (rate) {
-    if (*rate != 0 && *rate != audio.sample_rate)
-      throw DataError("sample rate " + std::to_string(audio.sample_rate) + " Hz of '" + fields[0] +
-                      "' differs from " + std::to_string(*rate) + " Hz of the other sources");
-    *rate = audio.sample_rate;
-  }
-  return audio;
-}
 
 // The source wavs of a line (one field each): int16-scale signals of one length and rate.
 std::vector<torch::Tensor> read_sources(const DataLine& line, int* sample_rate,
@@ -32,12 +20,12 @@ std::vector<torch::Tensor> read_sources(const DataLine& line, int* sample_rate,
   int rate = 0;
   std::vector<torch::Tensor> signals;
   for (const auto& path : line.fields) {
-    Audio audio = read_checked({path}, &rate);
-    if (!signals.empty() && audio.samples.size(0) != signals.front().size(0))
-      throw DataError("source '" + path + "' has " + std::to_string(audio.samples.size(0)) +
+    auto samples = read_same_rate(path, rate);
+    if (!signals.empty() && samples.size(0) != signals.front().size(0))
+      throw DataError("source '" + path + "' has " + std::to_string(samples.size(0)) +
                       " samples but the first source has " +
                       std::to_string(signals.front().size(0)));
-    signals.push_back(audio.samples);
+    signals.push_back(samples);
   }
   if (sample_rate) *sample_rate = rate;
   return signals;
@@ -59,45 +47,38 @@ torch::Tensor source_features(const FeatureComputer& computer,
   return torch::stack(features, -1);
 }
 
-// process() of a processor whose line names the sources: their signals through process_signals.
-torch::Tensor process_source_line(const Processor& processor, const DataLine& line,
-                                  int* sample_rate, std::size_t expected_sources = 0) {
-  int rate = 0;
-  auto signals = read_sources(line, &rate, expected_sources);
-  if (sample_rate) *sample_rate = rate;
-  return processor.process_signals(signals, rate);
-}
+// A processor whose line names the sources, one wav each: process() reads them and hands them to
+// process_signals, which dynamic mixing calls directly.
+template <class Options>
+class SourcesProcessor : public FeatureProcessor<Options> {
+ public:
+  using FeatureProcessor<Options>::FeatureProcessor;
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    int rate = 0;
+    auto signals = read_sources(line, &rate, source_count());
+    if (sample_rate) *sample_rate = rate;
+    return this->process_signals(signals, rate);
+  }
+  SignalRole signal_role() const override { return SignalRole::kSources; }
+
+ protected:
+  virtual std::size_t source_count() const { return 0; }  // 0: any number
+};
 
 // ---------------------------------------------------------------------------------------------
 
 // Feature computer on one wav: audio_signal_processor, and with MVN, audio_feat_processor.
-class AudioFeatProcessor : public Processor {
+class AudioFeatProcessor : public MixtureProcessor<FeatOptions> {
  public:
-  explicit AudioFeatProcessor(const FeatOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {}
-  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    Audio audio = read_audio_fields(line.fields);
-    if (sample_rate) *sample_rate = audio.sample_rate;
-    return process_audio(audio.samples, audio.sample_rate);
-  }
+  using MixtureProcessor::MixtureProcessor;
   torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const override {
     return normalise_features(computer_->compute(samples, sample_rate), options_.mvn_type,
                               statistics_);
   }
-  SignalRole signal_role() const override { return SignalRole::kMixture; }
-  std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
-  bool needs_statistics() const override { return options_.mvn_type == "global"; }
   torch::Tensor statistics_observations(const DataLine& line) const override {
     Audio audio = read_audio_fields(line.fields);
     return computer_->compute(audio.samples, audio.sample_rate);
   }
-  void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }
-  const FeatureOptions* feature_options() const override { return &options_; }
-
- protected:
-  FeatOptions options_;
-  FeatureComputerPtr computer_;
-  MvnStatistics statistics_;
 };
 
 class AudioSignalProcessor : public AudioFeatProcessor {
@@ -115,25 +96,15 @@ class AudioSignalProcessor : public AudioFeatProcessor {
 };
 
 // Raw audio of every source on the line: [S, N] (org_src for scoring; never stored).
-class AudioMultiSignalProcessor : public Processor {
+class AudioMultiSignalProcessor : public SourcesProcessor<SignalOptions> {
  public:
-  explicit AudioMultiSignalProcessor(const SignalOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {}
-  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    return process_source_line(*this, line, sample_rate);
-  }
-  SignalRole signal_role() const override { return SignalRole::kSources; }
+  using SourcesProcessor::SourcesProcessor;
   torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
                                 int sample_rate) const override {
     return source_features(*computer_, signals, sample_rate).squeeze(1).t().contiguous();
   }
   bool storable() const override { return false; }
   std::vector<int64_t> nontime_dims() const override { return {}; }
-  const FeatureOptions* feature_options() const override { return &options_; }
-
- private:
-  SignalOptions options_;
-  FeatureComputerPtr computer_;
 };
 
 struct OneHotOptions : SignalOptions {
@@ -142,43 +113,30 @@ struct OneHotOptions : SignalOptions {
   void declare(OptionsReader& r) {
     SignalOptions::declare(r);
     r("nrs", nrs, "number of sources on each line");
-    r("spk_select", spk_select, "which sources get a target column (default: all)");
     r.require(nrs >= 1, "nrs", "must be at least 1");
-    for (int s : spk_select)
-      r.require(s >= 0 && s < nrs, "spk_select",
-                std::to_string(s) + " is not a source index (0.." + std::to_string(nrs - 1) + ")");
+    declare_spk_select(r, spk_select, nrs);
   }
 };
 
 // Deep clustering targets: per bin, which source dominates. bool [T, F*S], column f*S+s.
-class OneHotPerFeatureTargetProcessor : public Processor {
+class OneHotPerFeatureTargetProcessor : public SourcesProcessor<OneHotOptions> {
  public:
   explicit OneHotPerFeatureTargetProcessor(const OneHotOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {
-    if (options_.spk_select.empty())
-      for (int s = 0; s < options_.nrs; ++s) options_.spk_select.push_back(s);
+      : SourcesProcessor(options) {
+    options_.spk_select = selected_sources(options_.spk_select, options_.nrs);
   }
-  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    return process_source_line(*this, line, sample_rate, options_.nrs);
-  }
-  SignalRole signal_role() const override { return SignalRole::kSources; }
   torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
                                 int sample_rate) const override {
     auto features = source_features(*computer_, signals, sample_rate, options_.nrs);  // [T,F,S]
-    auto winner = features.argmax(-1);
-    std::vector<torch::Tensor> columns;
-    for (int s : options_.spk_select) columns.push_back(winner == s);
-    return torch::stack(columns, -1).reshape({features.size(0), -1});  // f*S'+s
+    return dominant_source_columns(features, options_.spk_select);
   }
   StoredType stored_type() const override { return StoredType::kBool; }
   std::vector<int64_t> nontime_dims() const override {
     return {computer_->dim() * static_cast<int64_t>(options_.spk_select.size())};
   }
 
-  const FeatureOptions* feature_options() const override { return &options_; }
- private:
-  OneHotOptions options_;
-  FeatureComputerPtr computer_;
+ protected:
+  std::size_t source_count() const override { return options_.nrs; }
 };
 
 struct ScoreLabelOptions : SignalOptions {
@@ -191,31 +149,19 @@ struct ScoreLabelOptions : SignalOptions {
 };
 
 // usedbins: bins above max/mag_thres of the mixture (40 dB below the peak for 100).
-class ScoreLabelPerFeatureProcessor : public Processor {
+class ScoreLabelPerFeatureProcessor : public MixtureProcessor<ScoreLabelOptions> {
  public:
-  explicit ScoreLabelPerFeatureProcessor(const ScoreLabelOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {}
+  using MixtureProcessor::MixtureProcessor;
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     Audio audio = read_audio_fields(line.fields);
     if (sample_rate) *sample_rate = audio.sample_rate;
-    auto used = process_audio(audio.samples, audio.sample_rate);
-    if (used.to(torch::kFloat64).mean().item<double>() < 0.01)
-      spdlog::warn("{}: utterance '{}': less than 1% of the time-frequency bins are active",
-                   line.origin, line.utterance);
-    return used;
+    return bins_above_peak(computer_->compute(audio.samples, audio.sample_rate),
+                           options_.mag_thres, &line);
   }
   torch::Tensor process_audio(const torch::Tensor& samples, int sample_rate) const override {
-    auto features = computer_->compute(samples, sample_rate);
-    return features > features.max() / options_.mag_thres;
+    return bins_above_peak(computer_->compute(samples, sample_rate), options_.mag_thres);
   }
-  SignalRole signal_role() const override { return SignalRole::kMixture; }
   StoredType stored_type() const override { return StoredType::kBool; }
-  std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
-
-  const FeatureOptions* feature_options() const override { return &options_; }
- private:
-  ScoreLabelOptions options_;
-  FeatureComputerPtr computer_;
 };
 
 struct MultiTargetOptions : FeatOptions {
@@ -228,14 +174,9 @@ struct MultiTargetOptions : FeatOptions {
 };
 
 // PIT / DANet targets: the feature of every source, [T, F, S].
-class MultiTargetProcessor : public Processor {
+class MultiTargetProcessor : public SourcesProcessor<MultiTargetOptions> {
  public:
-  explicit MultiTargetProcessor(const MultiTargetOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {}
-  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    return process_source_line(*this, line, sample_rate, options_.nrs);
-  }
-  SignalRole signal_role() const override { return SignalRole::kSources; }
+  using SourcesProcessor::SourcesProcessor;
   torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
                                 int sample_rate) const override {
     auto features = source_features(*computer_, signals, sample_rate, options_.nrs);  // [T,F,S]
@@ -246,20 +187,15 @@ class MultiTargetProcessor : public Processor {
         .contiguous();
   }
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim(), options_.nrs}; }
-  bool needs_statistics() const override { return options_.mvn_type == "global"; }
   torch::Tensor statistics_observations(const DataLine& line) const override {
     int rate = 0;
     auto signals = read_sources(line, &rate, options_.nrs);
     auto features = source_features(*computer_, signals, rate, options_.nrs);
     return features.permute({2, 0, 1}).reshape({-1, features.size(1)});
   }
-  void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }
 
-  const FeatureOptions* feature_options() const override { return &options_; }
- private:
-  MultiTargetOptions options_;
-  FeatureComputerPtr computer_;
-  MvnStatistics statistics_;
+ protected:
+  std::size_t source_count() const override { return options_.nrs; }
 };
 
 struct MatrixOptions : FeatOptions {
@@ -276,10 +212,9 @@ struct MatrixOptions : FeatOptions {
 
 // i-vector inputs: line "audio.wav matrixfile"; the matrix (rows separated by ',', values by
 // spaces) flattened to one vector per segment, segments counted on the audio's frames.
-class Matrix2VectorProcessor : public Processor {
+class Matrix2VectorProcessor : public FeatureProcessor<MatrixOptions> {
  public:
-  explicit Matrix2VectorProcessor(const MatrixOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {}
+  using FeatureProcessor::FeatureProcessor;
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     if (line.fields.size() != 2)
       throw DataError("expected 'audio.wav matrixfile', got " + std::to_string(line.fields.size()) +
@@ -304,13 +239,10 @@ class Matrix2VectorProcessor : public Processor {
   std::vector<int64_t> nontime_dims() const override {
     return {static_cast<int64_t>(options_.nrs) * options_.nrcol};
   }
-  bool needs_statistics() const override { return options_.mvn_type == "global"; }
   torch::Tensor statistics_observations(const DataLine& line) const override {
     return read_vector(line.fields.back()).unsqueeze(0);
   }
-  void set_statistics(const MvnStatistics& statistics) override { statistics_ = statistics; }
 
-  const FeatureOptions* feature_options() const override { return &options_; }
  private:
   torch::Tensor read_vector(const std::string& path) const {
     std::string text;
@@ -338,42 +270,32 @@ class Matrix2VectorProcessor : public Processor {
     }
     return torch::tensor(values, torch::kFloat64);
   }
-  MatrixOptions options_;
-  FeatureComputerPtr computer_;
-  MvnStatistics statistics_;
 };
 
 // Ideal ratio mask of the summed speech sources against a reference (noise) signal:
 // sqrt(P_speech / (P_speech + P_ref + 1e-48)); line: speech wavs..., reference wav.
-class IdealRatioProcessor : public Processor {
+class IdealRatioProcessor : public FeatureProcessor<SignalOptions> {
  public:
-  explicit IdealRatioProcessor(const SignalOptions& options)
-      : options_(options), computer_(make_feature_computer(options)) {}
+  using FeatureProcessor::FeatureProcessor;
   torch::Tensor process(const DataLine& line, int* sample_rate) const override {
     if (line.fields.size() < 2)
       throw DataError("expected speech wavs followed by one reference wav");
     int rate = 0;
     torch::Tensor speech;
     for (std::size_t i = 0; i + 1 < line.fields.size(); ++i) {
-      Audio audio = read_checked({line.fields[i]}, &rate);
-      if (speech.defined() && speech.size(0) != audio.samples.size(0))
+      auto samples = read_same_rate(line.fields[i], rate);
+      if (speech.defined() && speech.size(0) != samples.size(0))
         throw DataError("speech sources differ in length ('" + line.fields[i] + "')");
-      speech = speech.defined() ? speech + audio.samples : audio.samples;
+      speech = speech.defined() ? speech + samples : samples;
     }
-    Audio reference = read_checked({line.fields.back()}, &rate);
+    auto reference = read_same_rate(line.fields.back(), rate);
     if (sample_rate) *sample_rate = rate;
     auto speech_power = computer_->compute(speech, rate);
-    auto reference_power = computer_->compute(reference.samples, rate);
+    auto reference_power = computer_->compute(reference, rate);
     if (speech_power.sizes() != reference_power.sizes())
       throw DataError("reference '" + line.fields.back() + "' differs in length from the speech");
     return (speech_power / (speech_power + reference_power + 1e-48)).sqrt();
   }
-  std::vector<int64_t> nontime_dims() const override { return {computer_->dim()}; }
-
-  const FeatureOptions* feature_options() const override { return &options_; }
- private:
-  SignalOptions options_;
-  FeatureComputerPtr computer_;
 };
 
 }  // namespace
