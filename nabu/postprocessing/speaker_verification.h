@@ -24,6 +24,9 @@ namespace nabu {
 
 class Separator;
 
+inline constexpr char kSpeakerVerificationHandlerFile[] = "speaker_verification_handler.cfg";
+inline constexpr char kSpeakerVerificationScorerFile[] = "speaker_verification_scorer.cfg";
+
 struct SpeakerVerificationHandlerOptions {
   std::string type;  // attractor_from_embeddings or ivector_extractor
   std::vector<std::string> output_names;
@@ -43,6 +46,8 @@ struct SpeakerVerificationScorerOptions {
   bool store_trial_list = true, only_competing_spk = false, make_figure = false;
   double p_target = 0.01, c_miss = 1.0, c_fa = 1.0;
   void declare(OptionsReader& r);
+  // Whether the trials are read from load_trial_list rather than drawn.
+  bool loads_trials() const { return !load_trial_list.empty() && load_trial_list != "None"; }
 };
 
 // The operating points of trial scores, one per distinct score from the highest: accepting every
@@ -90,6 +95,13 @@ struct SeparatedTaskRecord {
 };
 
 bool is_speaker_verification_task(const ConfigSection& task);
+// The handler section of a test task, and a scorer section `name` of it; ConfigError naming the
+// file and section when either is missing.
+SpeakerVerificationHandlerOptions speaker_verification_handler_options(const Recipe& recipe,
+                                                                       const std::string& task);
+SpeakerVerificationScorerOptions speaker_verification_scorer_options(const Recipe& recipe,
+                                                                     const std::string& name,
+                                                                     const ConfigSection& task);
 // The speaker_verification_scorer.cfg sections that score a task: its scorers_names, or its name.
 std::vector<std::string> speaker_verification_scorer_names(const ConfigSection& task);
 // The separated tasks whose masks the speaker-verification tasks among `tasks` read.

@@ -20,8 +20,11 @@ bool is_mixture_folder(const std::string& name) { return starts_with(name, "mix"
 
 const std::vector<CorpusKind>& kinds() {
   static const std::vector<CorpusKind> all{
-      {"librimix", {"train-360", "train-100", "dev", "test"}, {"dev", "test"},
-       {"train-360", "train-100"}, "Libri[0-9]+Mix"},
+      {"librimix",
+       {"train-360", "train-100", "dev", "test"},
+       {"dev", "test"},
+       {"train-360", "train-100"},
+       "Libri[0-9]+Mix"},
       {"wham", {"tr", "cv", "tt"}, {"tr", "cv", "tt"}, {}, ""},
       {"wsj0-mix", {"tr", "cv", "tt"}, {"tr", "cv", "tt"}, {}, "[0-9]+speakers"},
       // A user's own mixtures: ROOT/{tr,cv,tt}/{mix,s1,s2,...}/*.wav at any one rate.

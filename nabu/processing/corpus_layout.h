@@ -47,7 +47,7 @@ struct Split {
   fs::path dir;
   std::vector<Folder> folders;
   std::vector<std::string> utterances;
-  std::size_t primary = 0;  // the mixture folder utt_spkinfo.txt names
+  std::size_t primary = 0;                // the mixture folder utt_spkinfo.txt names
   std::map<std::string, int64_t> frames;  // of the primary mixture
   std::map<std::string, std::vector<std::string>> speakers;
 };

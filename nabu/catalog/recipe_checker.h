@@ -1,0 +1,109 @@
+// The checks of `nabu check` (recipe_check.h) as one object over a loaded recipe: each check
+// reports its problems and warnings into the CheckReport. Defined in recipe_check.cpp (files,
+// data, models, training and validation) and recipe_check_postprocessing.cpp (test tasks and their
+// postprocessing). Internal to catalog/.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "nabu/catalog/recipe_check.h"
+#include "nabu/core/recipe.h"
+#include "nabu/neuralnetworks/task_definition.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
+#include "nabu/processing/data_list.h"
+
+namespace nabu {
+
+namespace fs = std::filesystem;
+
+class RecipeChecker {
+ public:
+  RecipeChecker(const fs::path& dir, const std::vector<ConfigOverride>& overrides,
+                CheckReport& report);
+
+  void run();
+
+ private:
+  // A file that does not parse is one problem, reported by Recipe::load with its line; the checks
+  // that would read it are skipped rather than report what its absence implies.
+  bool unreadable(const std::string& file) const { return recipe_.unreadable().count(file) > 0; }
+
+  // The lines of a section's list files, read once per check whichever check asks; null when a
+  // list is missing (check_database reports that).
+  const std::vector<DataLine>* data_lines(const std::vector<std::string>& files);
+
+  void problem(const std::string& message) { report_.problems.push_back(message); }
+  void warning(const std::string& message) { report_.warnings.push_back(message); }
+
+  // Runs a check; an Error it throws becomes one problem.
+  bool guard(const std::function<void()>& check);
+
+  // The sections `nabu data` prepares for this recipe (its own plan: those the tasks use, and
+  // transitively those computing their statistics or numbering their labels); empty = all (a
+  // recipe of data alone, or task files whose problems are reported where they are checked).
+  std::set<std::string> prepared_sections();
+
+  void check_database();
+
+  // The same rules ModelBank applies when it builds the models.
+  void check_models(const ConfigFile& models);
+
+  // The processor config of a database section, by the processor's own checker.
+  void check_processor(const ConfigSection& section);
+
+  // The database sections reconstructor.cfg names (org_mix ...): their frames are inverted.
+  std::set<std::string> reconstructed_sections() const;
+
+  // The references of a task section: data sections, nodes and models, the loss.
+  void check_task(const ConfigSection& section, TaskRole role, const ConfigSection* evaluator);
+
+  // The losses that read `usedbins` (deep clustering and its kin) split an output's last
+  // dimension into F x D, F the bins of usedbins: a model output_dims that F does not divide
+  // fails at the first update.
+  void check_embedding_dims(const ConfigSection& section, const TaskSpec& spec);
+
+  // The builder's own rules: ModelGraph's constructor throws the first of these. Against a
+  // model.cfg that is missing or does not parse (already its one problem) the graph is not checked.
+  void check_graph(const ConfigSection& section);
+
+  void check_trainer(const ConfigFile& trainer);
+
+  // A whole-utterance stage whose batch is larger than a task's training list leaves no batch
+  // (nabu train refuses it); segment stages cut more examples than utterances, and dynamic
+  // mixing makes its own, so only the whole-utterance stage is known here.
+  void check_training_batches(const ConfigFile& trainer, const TrainerOptions& options);
+
+  void check_validation(const ConfigFile& validation);
+
+  void check_test(const ConfigFile& test);
+
+  // A reconstructor's nrs estimates are scored against the org_src references: as many as the
+  // first utterance of that list has sources.
+  void check_source_count(const ConfigFile* reconstructors, const ConfigFile* scorers,
+                          const std::string& task);
+
+  // The database sections a reconstructor.cfg / scorer.cfg task section points at must exist.
+  void check_references(const ConfigFile* file, const std::string& task,
+                        const std::vector<std::string>& keys);
+
+  // The reconstructor and scorers of a test task, by their own checkers.
+  void check_postprocessing(const ConfigFile* reconstructors, const ConfigFile* scorers,
+                            const std::string& task);
+
+  CheckReport& report_;
+  Recipe recipe_;
+  const ConfigFile* database_ = nullptr;
+  const ConfigFile* loss_cfg_ = nullptr;
+  bool missing_reconstructors_reported_ = false;
+  std::vector<std::string> training_tasks_;
+  std::vector<std::string> stage_segments_;  // trainer.cfg's segment_lengths, once read
+  bool dynamic_mixing_ = false;
+  std::map<std::vector<std::string>, std::vector<DataLine>> data_lines_;  // by list files
+};
+
+}  // namespace nabu
