@@ -1,0 +1,135 @@
+// conv_tasnet (Luo & Mesgarani 2019, docs/models.md): the shared codec (waveform_mask_model.h)
+// with a temporal convolution network of dilated depthwise blocks estimating the masks.
+#include "nabu/neuralnetworks/models/recurrent.h"
+#include "nabu/neuralnetworks/models/waveform_mask_model.h"
+
+namespace nabu {
+namespace {
+
+using namespace waveform;
+
+struct ConvTasNetOptions : WaveformOptions {
+  int hidden_channels = 512;
+  int skip_channels = 128;
+  int conv_kernel_size = 3;
+  int blocks_per_repeat = 8;
+  int repeats = 3;
+  bool causal = false;
+
+  void declare(OptionsReader& r) {
+    declare_waveform(r);
+    r("hidden_channels", hidden_channels, "channels H inside each convolution block");
+    r("skip_channels", skip_channels, "channels Sc of the skip connections");
+    r("conv_kernel_size", conv_kernel_size, "kernel P of the depthwise convolutions");
+    r("blocks_per_repeat", blocks_per_repeat,
+      "blocks X per repeat, with dilations 1, 2, ..., 2^(X-1)");
+    r("repeats", repeats, "repeats R of the dilated blocks");
+    r("causal", causal,
+      "True: the depthwise convolutions only look back and norm must be cLN (online use)");
+    r.require(hidden_channels >= 1, "hidden_channels", "must be >= 1");
+    r.require(skip_channels >= 1, "skip_channels", "must be >= 1");
+    r.require(conv_kernel_size >= 1 && (causal || conv_kernel_size % 2 == 1), "conv_kernel_size",
+              "must be odd (non-causal blocks keep the frames centred)");
+    r.require(blocks_per_repeat >= 1, "blocks_per_repeat", "must be >= 1");
+    r.require(repeats >= 1, "repeats", "must be >= 1");
+    r.require(!causal || norm == Norm::kCumulative || norm == Norm::kChannel, "norm",
+              "a causal model needs cLN or chanLN (gLN looks at the whole utterance)");
+  }
+};
+
+// One block: 1x1 conv B->H, PReLU, norm, depthwise dilated conv, PReLU, norm; 1x1 convs to the
+// residual (H->B) and the skip path (H->Sc).
+struct TemporalBlock {
+  torch::nn::Conv1d expand{nullptr}, depthwise{nullptr}, residual{nullptr}, skip{nullptr};
+  torch::nn::PReLU first_activation{nullptr}, second_activation{nullptr};
+  FrameNorm first_norm{nullptr}, second_norm{nullptr};
+  int64_t left_context = 0, right_context = 0;
+};
+
+class ConvTasNetModel : public WaveformMaskModel {
+ public:
+  ConvTasNetModel(const std::string& name, const std::string& where, ConvTasNetOptions options)
+      : WaveformMaskModel(name, "conv_tasnet", where, options), options_(std::move(options)) {}
+
+ protected:
+  void build(const std::vector<torch::Tensor>& inputs) override {
+    const auto device = build_front(inputs);
+    const auto& o = options_;
+    for (int r = 0; r < o.repeats; ++r) {
+      for (int x = 0; x < o.blocks_per_repeat; ++x) {
+        const std::string prefix = "block" + std::to_string(r * o.blocks_per_repeat + x) + "_";
+        const int64_t dilation = int64_t{1} << x;
+        const int64_t context = (o.conv_kernel_size - 1) * dilation;
+        TemporalBlock block;
+        block.expand =
+            register_module(prefix + "expand", torch::nn::Conv1d(torch::nn::Conv1dOptions(
+                                                   o.bottleneck_channels, o.hidden_channels, 1)));
+        block.first_activation = register_module(prefix + "prelu1", torch::nn::PReLU());
+        block.first_norm =
+            register_module(prefix + "norm1", FrameNorm(o.norm, o.hidden_channels, device));
+        block.depthwise = register_module(
+            prefix + "depthwise",
+            torch::nn::Conv1d(
+                torch::nn::Conv1dOptions(o.hidden_channels, o.hidden_channels, o.conv_kernel_size)
+                    .dilation(dilation)
+                    .groups(o.hidden_channels)));
+        block.second_activation = register_module(prefix + "prelu2", torch::nn::PReLU());
+        block.second_norm =
+            register_module(prefix + "norm2", FrameNorm(o.norm, o.hidden_channels, device));
+        // The last block's residual output would feed nothing: only its skip path is used.
+        const bool last = r + 1 == o.repeats && x + 1 == o.blocks_per_repeat;
+        if (!last)
+          block.residual = register_module(prefix + "residual",
+                                           torch::nn::Conv1d(torch::nn::Conv1dOptions(
+                                               o.hidden_channels, o.bottleneck_channels, 1)));
+        block.skip = register_module(prefix + "skip", torch::nn::Conv1d(torch::nn::Conv1dOptions(
+                                                          o.hidden_channels, o.skip_channels, 1)));
+        block.left_context = o.causal ? context : context / 2;
+        block.right_context = o.causal ? 0 : context / 2;
+        blocks_.push_back(block);
+      }
+    }
+    output_activation_ = register_module("output_prelu", torch::nn::PReLU());
+    mask_layer_ = register_module(
+        "mask", torch::nn::Conv1d(torch::nn::Conv1dOptions(
+                    o.skip_channels, int64_t{o.num_speakers} * o.encoder_filters, 1)));
+    to(device);
+  }
+
+  torch::Tensor forward_impl(const std::vector<torch::Tensor>& inputs,
+                             const torch::Tensor& seq_lengths, bool training) override {
+    auto [encoded, features] = encode(inputs, seq_lengths);
+    const auto& mask = encoded.mask;
+    torch::Tensor skips;
+    for (auto& block : blocks_) {
+      auto hidden = block.first_norm->forward(
+          block.first_activation->forward(block.expand->forward(features)), mask);
+      hidden = F::pad(hidden, F::PadFuncOptions({block.left_context, block.right_context}));
+      hidden = block.second_norm->forward(
+          block.second_activation->forward(block.depthwise->forward(hidden)), mask);
+      if (!block.residual.is_empty())
+        features = features + masked(block.residual->forward(hidden), mask);
+      auto skip = block.skip->forward(hidden);
+      skips = skips.defined() ? skips + skip : skip;
+    }
+    auto logits = mask_layer_->forward(output_activation_->forward(masked(skips, mask)));
+    const int64_t batch = logits.size(0), frames = logits.size(2);
+    logits = logits.reshape({batch, options_.num_speakers, options_.encoder_filters, frames});
+    return decode(logits, encoded);
+  }
+
+ private:
+  ConvTasNetOptions options_;
+  torch::nn::Conv1d mask_layer_{nullptr};
+  std::vector<TemporalBlock> blocks_;
+  torch::nn::PReLU output_activation_{nullptr};
+};
+
+}  // namespace
+
+NABU_REGISTER_WITH_OPTIONS(model_registry, "conv_tasnet",
+                           (make_model<ConvTasNetModel, ConvTasNetOptions>), ConvTasNetOptions,
+                           "Conv-TasNet: learned encoder, dilated depthwise convolution blocks "
+                           "estimating one mask per speaker, decoder; waveform [B,N,1] -> [B,N,S]")
+
+}  // namespace nabu

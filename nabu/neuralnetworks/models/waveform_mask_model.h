@@ -1,0 +1,275 @@
+// What the time-domain separation models (docs/models.md) share: conv_tasnet (Luo & Mesgarani
+// 2019, conv_tasnet.cpp) and dprnn (Luo, Chen & Yoshioka 2020, dprnn.cpp). Both take the mixture
+// waveform [B, N, 1] (a raw store) or [B, N] and give one waveform per speaker, [B, N, S], on the
+// input's samples.
+//
+// Shared frame: a learned 1-D convolution encoder (kernel L, stride L/2, ReLU) turns the signal
+// into K frames of N channels; a separator estimates one mask per speaker on those frames; the
+// masked frames go through a transposed convolution decoder back to samples.
+//
+// Both are padding-safe like the recurrent models: utterance b's K_b frames are the ones that
+// cover its samples, every layer zeroes the frames past K_b, normalisations take their statistics
+// over real frames only and the recurrent layers run to each sequence's own length, so a padded
+// batch gives each utterance exactly what it gives alone, and zeros past its length.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "nabu/core/error.h"
+#include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/tensor_map.h"
+
+namespace nabu::waveform {
+
+namespace F = torch::nn::functional;
+
+enum class Norm { kGlobal, kCumulative, kChannel };
+
+inline void declare_norm(OptionsReader& r, const std::string& key, Norm& value,
+                         const std::string& help) {
+  r.choice(key, value,
+           {{"gLN", Norm::kGlobal}, {"cLN", Norm::kCumulative}, {"chanLN", Norm::kChannel}}, help);
+}
+
+// x * mask, or x where the mask is undefined: a batch without padding (all its utterances as
+// long as the batch) has no mask, since multiplying by ones changes nothing and each kernel left
+// out is a launch less on a GPU.
+inline torch::Tensor masked(const torch::Tensor& x, const torch::Tensor& mask) {
+  return mask.defined() ? x * mask : x;
+}
+
+// Layer normalisation of x [B, C, T] with per-channel gain and bias. mask [B, 1, T] is 1 on real
+// frames (undefined: all are). gLN: statistics over all channels and real frames of an
+// utterance; cLN: over all channels and the frames up to t (causal); chanLN: over the channels
+// of each frame.
+class FrameNormImpl : public torch::nn::Module {
+ public:
+  FrameNormImpl(Norm kind, int64_t channels, const torch::Device& device) : kind_(kind) {
+    auto options = torch::TensorOptions().device(device);
+    gain_ = register_parameter("gain", torch::ones({1, channels, 1}, options));
+    bias_ = register_parameter("bias", torch::zeros({1, channels, 1}, options));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask) {
+    constexpr double kEpsilon = 1e-8;
+    const double channels = static_cast<double>(x.size(1));
+    torch::Tensor mean, variance;
+    switch (kind_) {
+      case Norm::kGlobal: {
+        // Without a mask the count is what the mask's sum times the channels gives, in float.
+        auto count =
+            mask.defined()
+                ? (mask.sum({1, 2}, /*keepdim=*/true) * channels).clamp_min(1.0)
+                : torch::full(
+                      {x.size(0), 1, 1},
+                      std::max(static_cast<float>(x.size(2)) * static_cast<float>(channels), 1.0F),
+                      x.options());
+        mean = masked(x, mask).sum({1, 2}, /*keepdim=*/true) / count;
+        variance = masked((x - mean).pow(2), mask).sum({1, 2}, /*keepdim=*/true) / count;
+        break;
+      }
+      case Norm::kCumulative: {
+        auto count = torch::arange(1, x.size(2) + 1, x.options()).view({1, 1, -1}) * channels;
+        auto sum = x.sum(1, /*keepdim=*/true).cumsum(2);
+        auto squares = x.pow(2).sum(1, /*keepdim=*/true).cumsum(2);
+        mean = sum / count;
+        variance = (squares / count - mean.pow(2)).clamp_min(0.0);
+        break;
+      }
+      case Norm::kChannel:
+        mean = x.mean(1, /*keepdim=*/true);
+        variance = (x - mean).pow(2).mean(1, /*keepdim=*/true);
+        break;
+    }
+    return masked((x - mean) * torch::rsqrt(variance + kEpsilon) * gain_ + bias_, mask);
+  }
+
+ private:
+  Norm kind_;
+  torch::Tensor gain_, bias_;
+};
+TORCH_MODULE(FrameNorm);
+
+// What the encoder tells the separator and the decoder about a batch.
+struct EncodedBatch {
+  torch::Tensor frames;         // [B, N, K] after ReLU, zero past each K_b
+  torch::Tensor mask;           // [B, 1, K], 1 on real frames; undefined when all K are real
+  torch::Tensor frame_lengths;  // [B] K_b
+  torch::Tensor real_samples;   // [B, N], 1 on each utterance's samples; undefined when all are
+  int64_t samples = 0;          // the input's N
+};
+
+// The learned analysis/synthesis pair: Conv1d(1, N, L, stride L/2) + ReLU and its transposed
+// convolution back to samples.
+class WaveformCodec {
+ public:
+  int64_t kernel = 16, filters = 512;
+
+  void build(torch::nn::Module& owner, const torch::Device& device) {
+    encoder_ = owner.register_module(
+        "encoder", torch::nn::Conv1d(
+                       torch::nn::Conv1dOptions(1, filters, kernel).stride(stride()).bias(false)));
+    decoder_ = owner.register_module(
+        "decoder",
+        torch::nn::ConvTranspose1d(
+            torch::nn::ConvTranspose1dOptions(filters, 1, kernel).stride(stride()).bias(false)));
+    encoder_->to(device);
+    decoder_->to(device);
+  }
+
+  int64_t stride() const { return kernel / 2; }
+
+  // Frames covering n samples: ceil(max(n − L, 0) / stride) + 1.
+  torch::Tensor frames_for(const torch::Tensor& samples) const {
+    auto beyond = (samples - kernel).clamp_min(0);
+    return (beyond + stride() - 1).div(stride(), "floor") + 1;
+  }
+
+  EncodedBatch encode(const torch::Tensor& waveform, const torch::Tensor& lengths) {
+    EncodedBatch batch;
+    batch.samples = waveform.size(1);
+    batch.frame_lengths = frames_for(lengths.to(torch::kLong));
+    const int64_t frames = frames_for(torch::tensor({batch.samples})).item<int64_t>();
+    const int64_t padded = (frames - 1) * stride() + kernel;
+    // The last frame of an utterance reaches past its samples: zeros there, as when it is alone.
+    auto sample_lengths = lengths.to(torch::kLong).cpu();
+    if (sample_lengths.lt(batch.samples).any().item<bool>())
+      batch.real_samples =
+          frame_mask(sample_lengths, batch.samples, waveform.scalar_type()).to(waveform.device());
+    auto signal =
+        F::pad(masked(waveform, batch.real_samples), F::PadFuncOptions({0, padded - batch.samples}))
+            .unsqueeze(1);
+    auto frame_lengths = batch.frame_lengths.cpu();
+    if (frame_lengths.lt(frames).any().item<bool>())
+      batch.mask = frame_mask(frame_lengths, frames, waveform.scalar_type())
+                       .to(waveform.device())
+                       .unsqueeze(1);
+    batch.frames = masked(torch::relu(encoder_->forward(signal)), batch.mask);
+    return batch;
+  }
+
+  // masked [B, S, N, K] -> waveforms [B, samples, S], zero past each utterance's length.
+  torch::Tensor decode(const torch::Tensor& masked, const EncodedBatch& batch) {
+    const int64_t utterances = masked.size(0), speakers = masked.size(1);
+    auto flat = masked.reshape({utterances * speakers, masked.size(2), masked.size(3)});
+    auto signals = decoder_->forward(flat).reshape({utterances, speakers, -1});
+    signals = signals.narrow(2, 0, batch.samples).transpose(1, 2);
+    return batch.real_samples.defined() ? signals * batch.real_samples.unsqueeze(2) : signals;
+  }
+
+ private:
+  torch::nn::Conv1d encoder_{nullptr};
+  torch::nn::ConvTranspose1d decoder_{nullptr};
+};
+
+enum class MaskNonlinearity { kRelu, kSigmoid, kSoftmax };
+
+inline void declare_mask_nonlinearity(OptionsReader& r, MaskNonlinearity& value) {
+  r.choice("mask_nonlinearity", value,
+           {{"relu", MaskNonlinearity::kRelu},
+            {"sigmoid", MaskNonlinearity::kSigmoid},
+            {"softmax", MaskNonlinearity::kSoftmax}},
+           "activation of the masks (softmax: over the speakers)");
+}
+
+inline torch::Tensor mask_activation(const torch::Tensor& logits, MaskNonlinearity kind) {
+  switch (kind) {
+    case MaskNonlinearity::kRelu:
+      return torch::relu(logits);
+    case MaskNonlinearity::kSigmoid:
+      return torch::sigmoid(logits);
+    case MaskNonlinearity::kSoftmax:
+      return torch::softmax(logits, 1);
+  }
+  return logits;
+}
+
+// The waveform input as [B, N]: [B, N, 1] from a raw store, or [B, N].
+inline torch::Tensor waveform_input(const Model& model, const torch::Tensor& input) {
+  if (input.dim() == 3 && input.size(2) == 1) return input.squeeze(2);
+  if (input.dim() == 2) return input;
+  throw Error(model.describe() +
+              ": the input must be a waveform [B, N, 1] (feature = raw) or "
+              "[B, N]");
+}
+
+// Keys both architectures share.
+struct WaveformOptions {
+  std::string architecture;
+  bool trainable = true;
+  int num_speakers = 2;
+  int kernel_size = 16;
+  int encoder_filters = 512;
+  int bottleneck_channels = 128;
+  MaskNonlinearity mask_nonlinearity = MaskNonlinearity::kRelu;
+  Norm norm = Norm::kGlobal;
+
+  void declare_waveform(OptionsReader& r) {
+    declare_common(r, architecture, trainable);
+    r("num_speakers", num_speakers, "number of separated waveforms (S)");
+    r("kernel_size", kernel_size,
+      "encoder/decoder kernel L in samples (the stride is L/2; 16 = 2 ms at 8 kHz)");
+    r("encoder_filters", encoder_filters, "encoder channels N");
+    r("bottleneck_channels", bottleneck_channels, "channels B the separator works on");
+    declare_mask_nonlinearity(r, mask_nonlinearity);
+    declare_norm(r, "norm", norm,
+                 "layer normalisation: gLN (global), cLN (cumulative, causal), chanLN (per "
+                 "frame)");
+    r.require(num_speakers >= 1, "num_speakers", "must be >= 1");
+    r.require(kernel_size >= 2 && kernel_size % 2 == 0, "kernel_size", "must be even and >= 2");
+    r.require(encoder_filters >= 1, "encoder_filters", "must be >= 1");
+    r.require(bottleneck_channels >= 1, "bottleneck_channels", "must be >= 1");
+  }
+};
+
+// What both architectures share: the codec, then a norm and a 1x1 bottleneck to B channels.
+class WaveformMaskModel : public Model {
+ protected:
+  WaveformMaskModel(const std::string& name, const std::string& architecture,
+                    const std::string& where, const WaveformOptions& options)
+      : Model(name, architecture, options.trainable, where), waveform_options_(options) {}
+
+  // Checks the input and builds the codec, the input norm and the bottleneck on its device.
+  torch::Device build_front(const std::vector<torch::Tensor>& inputs) {
+    expect_inputs(inputs, 1, 1);
+    waveform_input(*this, inputs[0]);
+    const auto& o = waveform_options_;
+    const auto device = inputs[0].device();
+    codec_.kernel = o.kernel_size;
+    codec_.filters = o.encoder_filters;
+    codec_.build(*this, device);
+    input_norm_ = register_module("input_norm", FrameNorm(o.norm, o.encoder_filters, device));
+    bottleneck_ = register_module("bottleneck", torch::nn::Conv1d(torch::nn::Conv1dOptions(
+                                                    o.encoder_filters, o.bottleneck_channels, 1)));
+    return device;
+  }
+
+  // The encoded batch, and the bottleneck features [B, B_channels, K] zero past each K_b.
+  std::pair<EncodedBatch, torch::Tensor> encode(const std::vector<torch::Tensor>& inputs,
+                                                const torch::Tensor& seq_lengths) {
+    expect_inputs(inputs, 1, 1);
+    auto encoded = codec_.encode(waveform_input(*this, inputs[0]), seq_lengths);
+    auto features = masked(bottleneck_->forward(input_norm_->forward(encoded.frames, encoded.mask)),
+                           encoded.mask);
+    return {std::move(encoded), features};
+  }
+
+  // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
+  torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded) {
+    auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity);
+    if (encoded.mask.defined()) masks = masks * encoded.mask.unsqueeze(1);
+    return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded);
+  }
+
+ private:
+  WaveformOptions waveform_options_;
+  WaveformCodec codec_;
+  FrameNorm input_norm_{nullptr};
+  torch::nn::Conv1d bottleneck_{nullptr};
+};
+
+}  // namespace nabu::waveform
