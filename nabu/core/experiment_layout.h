@@ -14,6 +14,11 @@ struct StageLayout {
   std::filesystem::path trainer_cfg() const { return dir / "trainer.cfg"; }
   std::filesystem::path database_cfg() const { return dir / "database.cfg"; }
   std::filesystem::path metrics() const { return dir / "metrics.jsonl"; }
+  // The stage's TensorBoard run: <expdir>/tensorboard/<stage>, so `tensorboard --logdir
+  // <expdir>/tensorboard` shows the stages side by side.
+  std::filesystem::path tensorboard_dir() const {
+    return dir.parent_path() / "tensorboard" / dir.filename();
+  }
   std::filesystem::path profile_dir() const { return dir / "profile"; }
   // Checkpoints: the latest (its previous version beside it), the last validated, kept copies.
   std::filesystem::path logdir() const { return dir / "logdir"; }

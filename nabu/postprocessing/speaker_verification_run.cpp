@@ -11,6 +11,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
+#include "nabu/postprocessing/scorers/score_summary.h"
 #include "nabu/postprocessing/separation.h"
 #include "nabu/postprocessing/speaker_verification.h"
 #include "nabu/processing/section_reader.h"

@@ -408,7 +408,8 @@ StageResult MultiTaskTrainer::run() {
                                                  options_.schedule.average_checkpoints);
   progress_ = std::make_unique<TrainingProgress>(
       stage_.segment_length,
-      communicator_.is_chief() ? layout().metrics() : std::filesystem::path());
+      communicator_.is_chief() ? layout().metrics() : std::filesystem::path(),
+      layout().tensorboard_dir());
   state_ = StageState{};
   state_.validation = schedule_->initial_validation(validation_ ? validation_->initial_state()
                                                                 : ValidationState{});

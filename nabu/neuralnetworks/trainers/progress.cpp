@@ -9,13 +9,24 @@
 
 namespace nabu {
 
-
-TrainingProgress::TrainingProgress(std::string stage, const std::filesystem::path& metrics_path)
+TrainingProgress::TrainingProgress(std::string stage, const std::filesystem::path& metrics_path,
+                                   std::filesystem::path tensorboard_dir)
     : stage_(std::move(stage)) {
-  if (!metrics_path.empty()) metrics_ = std::make_unique<MetricsWriter>(metrics_path);
+  if (metrics_path.empty()) return;
+  metrics_ = std::make_unique<MetricsWriter>(metrics_path);
+  tensorboard_dir_ = std::move(tensorboard_dir);
+}
+
+void TrainingProgress::write(const nlohmann::json& record) {
+  metrics_->write(record);
+  if (tensorboard_ && record.contains("step") && record["step"].is_number_integer())
+    tensorboard_->scalars(record_scalars(record), record["step"].get<int64_t>());
 }
 
 void TrainingProgress::start(int64_t first_step, int64_t limit) {
+  // The next update is first_step + 1: what earlier runs logged from there on is trained again.
+  if (metrics_ && !tensorboard_dir_.empty())
+    tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir_, first_step + 1);
   first_step_ = first_step;
   limit_ = limit;
   started_ = now_seconds();
@@ -37,7 +48,7 @@ void TrainingProgress::step(const Step& step, bool line) {
                         {"allreduce_seconds", step.allreduce_seconds}};
   if (step.extra.is_object())
     for (const auto& [key, value] : step.extra.items()) record[key] = value;
-  metrics_->write(record);
+  write(record);
   if (!line) return;
   double elapsed = now_seconds() - started_;
   double per_step = elapsed / std::max<int64_t>(1, step.step - first_step_);
@@ -57,13 +68,13 @@ void TrainingProgress::validation(nlohmann::json record, const std::string& line
   spdlog::info("{}", line);
   record["type"] = "validation";
   record["stage"] = stage_;
-  metrics_->write(record);
+  write(record);
 }
 
 void TrainingProgress::record(nlohmann::json record) {
   if (!metrics_) return;
   record["stage"] = stage_;
-  metrics_->write(record);
+  write(record);
 }
 
 }  // namespace nabu
