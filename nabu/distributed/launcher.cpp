@@ -102,6 +102,98 @@ pid_t start_worker(const LaunchOptions& options, const std::vector<std::string>&
   return pid;
 }
 
+void signal_workers(std::vector<Worker>& workers, int signal_number) {
+  for (auto& worker : workers)
+    if (worker.running) ::kill(worker.pid, signal_number);
+}
+
+// A signal this process received goes on to the workers.
+void forward_pending_signal(std::vector<Worker>& workers, GroupEnd& end,
+                            int& forwarded_interrupts) {
+  if (int signal_number = pending_signal) {
+    pending_signal = 0;
+    end.on_request = true;
+    // The workers write a checkpoint at their next update and stop; a second Ctrl-C does not
+    // wait for it.
+    if (signal_number == SIGINT && forwarded_interrupts++ > 0) {
+      std::cerr << "nabu: second SIGINT: killing the workers without a checkpoint\n";
+      signal_workers(workers, SIGKILL);
+    } else {
+      signal_workers(workers, signal_number);
+    }
+  }
+}
+
+// The rank in the output prefix of worker `index`, the first worker being `first_rank`; -1 (no
+// prefix) when the group is one local worker (--max-restarts alone).
+int shown_rank(const LaunchOptions& options, int first_rank, int index) {
+  return options.workers == 1 ? -1 : first_rank + index;
+}
+
+// Waits up to 200 ms for output of the workers and passes on what they wrote.
+void forward_worker_output(const LaunchOptions& options, int first_rank,
+                           std::vector<Worker>& workers) {
+  const int count = static_cast<int>(workers.size());
+  std::vector<pollfd> fds;
+  std::vector<int> ranks;
+  for (int rank = 0; rank < count; ++rank)
+    if (workers[rank].output >= 0) {
+      fds.push_back({workers[rank].output, POLLIN, 0});
+      ranks.push_back(rank);
+    }
+  if (!fds.empty()) ::poll(fds.data(), fds.size(), 200);
+  else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    Worker& worker = workers[ranks[i]];
+    char buffer[4096];
+    ssize_t read = ::read(worker.output, buffer, sizeof(buffer));
+    if (read > 0) {
+      worker.pending.append(buffer, read);
+      flush_lines(worker, shown_rank(options, first_rank, ranks[i]), false);
+    } else {
+      flush_lines(worker, shown_rank(options, first_rank, ranks[i]), true);
+      ::close(worker.output);
+      worker.output = -1;
+    }
+  }
+}
+
+// Notes the workers that ended since the last call and returns how many did. The first that
+// failed is the group's end; unless the group stops on a signal anyway, the others are stopped
+// (SIGTERM now, SIGKILL at `kill_deadline`).
+std::size_t reap_workers(const LaunchOptions& options, int first_rank,
+                         std::vector<Worker>& workers, GroupEnd& end,
+                         SteadyClock::time_point& kill_deadline) {
+  const int count = static_cast<int>(workers.size());
+  std::size_t ended = 0;
+  for (int rank = 0; rank < count; ++rank) {
+    Worker& worker = workers[rank];
+    if (!worker.running) continue;
+    int status = 0;
+    if (::waitpid(worker.pid, &status, WNOHANG) != worker.pid) continue;
+    worker.running = false;
+    ++ended;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 0 || end.failed_rank >= 0) continue;
+    end.failed_rank = first_rank + rank;
+    end.status = code;
+    end.cause = describe_status(status);
+    if (code == kExitPreempted || code == kExitInterrupted) {
+      // A signal reached a worker: every rank stops after the same update on its own.
+      end.on_request = true;
+      continue;
+    }
+    if (end.on_request) continue;  // stopping on a signal anyway
+    if (count > 1)
+      std::cerr << "nabu: worker " << end.failed_rank << " failed (" << end.cause
+                << "); stopping the other workers\n";
+    signal_workers(workers, SIGTERM);
+    kill_deadline = SteadyClock::now() + std::chrono::seconds(options.grace_seconds);
+  }
+  return ended;
+}
+
 GroupEnd run_group(const LaunchOptions& options, const std::vector<std::string>& arguments,
                    int attempt) {
   const int count = std::max(1, options.workers);
@@ -112,84 +204,23 @@ GroupEnd run_group(const LaunchOptions& options, const std::vector<std::string>&
   // The rank of each worker's output prefix: a lone worker of a job is the rank its variables
   // say; the one process of --max-restarts alone has none.
   const int first_rank = options.workers > 0 ? 0 : DistributedEnvironment::from_environment().rank;
-  auto shown_rank = [&](int index) { return options.workers == 1 ? -1 : first_rank + index; };
 
   GroupEnd end;
   auto kill_deadline = SteadyClock::time_point::max();
   int forwarded_interrupts = 0;
-  auto signal_all = [&](int signal_number) {
-    for (auto& worker : workers)
-      if (worker.running) ::kill(worker.pid, signal_number);
-  };
   std::size_t running = workers.size();
   while (running > 0) {
-    if (int signal_number = pending_signal) {
-      pending_signal = 0;
-      end.on_request = true;
-      // The workers write a checkpoint at their next update and stop; a second Ctrl-C does not
-      // wait for it.
-      if (signal_number == SIGINT && forwarded_interrupts++ > 0) {
-        std::cerr << "nabu: second SIGINT: killing the workers without a checkpoint\n";
-        signal_all(SIGKILL);
-      } else {
-        signal_all(signal_number);
-      }
-    }
-    std::vector<pollfd> fds;
-    std::vector<int> ranks;
-    for (int rank = 0; rank < count; ++rank)
-      if (workers[rank].output >= 0) {
-        fds.push_back({workers[rank].output, POLLIN, 0});
-        ranks.push_back(rank);
-      }
-    if (!fds.empty()) ::poll(fds.data(), fds.size(), 200);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    for (std::size_t i = 0; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      Worker& worker = workers[ranks[i]];
-      char buffer[4096];
-      ssize_t read = ::read(worker.output, buffer, sizeof(buffer));
-      if (read > 0) {
-        worker.pending.append(buffer, read);
-        flush_lines(worker, shown_rank(ranks[i]), false);
-      } else {
-        flush_lines(worker, shown_rank(ranks[i]), true);
-        ::close(worker.output);
-        worker.output = -1;
-      }
-    }
-    for (int rank = 0; rank < count; ++rank) {
-      Worker& worker = workers[rank];
-      if (!worker.running) continue;
-      int status = 0;
-      if (::waitpid(worker.pid, &status, WNOHANG) != worker.pid) continue;
-      worker.running = false;
-      --running;
-      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      if (code == 0 || end.failed_rank >= 0) continue;
-      end.failed_rank = first_rank + rank;
-      end.status = code;
-      end.cause = describe_status(status);
-      if (code == kExitPreempted || code == kExitInterrupted) {
-        // A signal reached a worker: every rank stops after the same update on its own.
-        end.on_request = true;
-        continue;
-      }
-      if (end.on_request) continue;  // stopping on a signal anyway
-      if (count > 1)
-        std::cerr << "nabu: worker " << end.failed_rank << " failed (" << end.cause
-                  << "); stopping the other workers\n";
-      signal_all(SIGTERM);
-      kill_deadline = SteadyClock::now() + std::chrono::seconds(options.grace_seconds);
-    }
+    forward_pending_signal(workers, end, forwarded_interrupts);
+    forward_worker_output(options, first_rank, workers);
+    running -= reap_workers(options, first_rank, workers, end, kill_deadline);
     if (SteadyClock::now() > kill_deadline) {
-      signal_all(SIGKILL);
+      signal_workers(workers, SIGKILL);
       kill_deadline = SteadyClock::time_point::max();
     }
   }
   for (int rank = 0; rank < count; ++rank)
     if (workers[rank].output >= 0) {
-      flush_lines(workers[rank], shown_rank(rank), true);
+      flush_lines(workers[rank], shown_rank(options, first_rank, rank), true);
       ::close(workers[rank].output);
     }
   return end;

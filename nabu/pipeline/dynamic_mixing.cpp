@@ -227,17 +227,27 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
     : options_(std::move(options)), what_(what) {
   std::vector<DataBinding> all = inputs;
   all.insert(all.end(), targets.begin(), targets.end());
+  const std::vector<DataLine> source_lines = bind_sections(recipe, all);
+  load_pool(recipe, source_lines);
+  check_pool_rates(source_lines);
+  check_pool_speakers();
+  set_framings();
+  check_example_options();
+}
+
+std::vector<DataLine> DynamicMixtureSet::bind_sections(const Recipe& recipe,
+                                                       const std::vector<DataBinding>& all) {
   std::vector<DataLine> source_lines;
   for (const auto& binding : all) {
     if (binding.sections.size() != 1)
-      throw ConfigError(what + ": dynamic mixing takes one database section per input and "
-                               "target; '" + binding.name + "' has " +
+      throw ConfigError(what_ + ": dynamic mixing takes one database section per input and "
+                                "target; '" + binding.name + "' has " +
                         std::to_string(binding.sections.size()));
     const std::string& section_name = binding.sections.front();
     auto reader = std::make_shared<SectionReader>(recipe, section_name);
     const Processor& processor = reader->processor();
     if (processor.signal_role() == SignalRole::kOther || !processor.storable())
-      throw ConfigError(what + ": dynamic mixing cannot compute '" + binding.name +
+      throw ConfigError(what_ + ": dynamic mixing cannot compute '" + binding.name +
                         "' (section [" + section_name + "]): its processor does not take a "
                         "mixture or its sources alone");
     bool sources = processor.signal_role() == SignalRole::kSources;
@@ -251,9 +261,13 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
     bindings_.push_back({binding.name, reader, sources, Framing::kUnknown, FrameSettings{}});
   }
   if (num_sources_ < 2)
-    throw ConfigError(what + ": dynamic mixing needs a target computed from two or more sources "
-                             "(e.g. onehotperfeature_target_processor or "
-                             "multi_target_processor); this task has none");
+    throw ConfigError(what_ + ": dynamic mixing needs a target computed from two or more "
+                              "sources (e.g. onehotperfeature_target_processor or "
+                              "multi_target_processor); this task has none");
+  return source_lines;
+}
+
+void DynamicMixtureSet::load_pool(const Recipe& recipe, const std::vector<DataLine>& source_lines) {
   try {
     pool_ = std::make_shared<const SourcePool>(
         options_.source_lists.empty()
@@ -261,17 +275,20 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
             : SourcePool::from_lists(options_.source_lists, options_.utt2spk,
                                      recipe.list_root()));
   } catch (const Error& e) {
-    throw DataError(what + ": dynamic mixing sources (" +
+    throw DataError(what_ + ": dynamic mixing sources (" +
                     (options_.source_lists.empty() ? std::string("the task's source lines")
                                                    : "trainer.cfg dynamic_mixing_sources") +
                     "): " + e.what());
   }
+}
+
+void DynamicMixtureSet::check_pool_rates(const std::vector<DataLine>& source_lines) const {
   for (auto [key, value, codec] :
        {std::tuple<const char*, double, const char*>{"dynamic_mixing_gsm", options_.channels.gsm,
                                                      "GSM 06.10"},
         {"dynamic_mixing_codec2", options_.channels.codec2, "Codec 2"}})
     if (value > 0 && pool_->sample_rate() != 8000)
-      throw ConfigError(what + ": " + key + " needs 8 kHz sources (" + codec +
+      throw ConfigError(what_ + ": " + key + " needs 8 kHz sources (" + codec +
                         " is a narrow-band codec); the sources are at " +
                         std::to_string(pool_->sample_rate()) + " Hz");
   // Features of a mixture at another rate would mean something else than the stores' (other
@@ -279,23 +296,29 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
   const std::string& training_file = source_lines.front().fields.front();
   int training_rate = AudioReader(training_file).sample_rate();
   if (pool_->sample_rate() != training_rate)
-    throw DataError(what + ": dynamic mixing sources are at " +
+    throw DataError(what_ + ": dynamic mixing sources are at " +
                     std::to_string(pool_->sample_rate()) + " Hz, the task's training data ('" +
                     training_file + "') at " + std::to_string(training_rate) + " Hz");
+}
+
+void DynamicMixtureSet::check_pool_speakers() const {
   if (!options_.shares.empty()) {
     if (options_.shares.size() != options_.source_lists.size())
-      throw ConfigError(what + ": " + std::to_string(options_.shares.size()) +
+      throw ConfigError(what_ + ": " + std::to_string(options_.shares.size()) +
                         " dynamic mixing shares for " +
                         std::to_string(options_.source_lists.size()) + " source lists");
     for (std::size_t l = 0; l < options_.shares.size(); ++l)
       if (options_.shares[l] > 0 && pool_->num_speakers_of_list(l) == 0)
-        throw DataError(what + ": dynamic mixing source list '" + options_.source_lists[l] +
+        throw DataError(what_ + ": dynamic mixing source list '" + options_.source_lists[l] +
                         "' has a share but no speaker");
   }
   if (pool_->num_speakers() < num_sources_)
-    throw DataError(what + ": dynamic mixing needs " + std::to_string(num_sources_) +
+    throw DataError(what_ + ": dynamic mixing needs " + std::to_string(num_sources_) +
                     " different speakers; the sources have " +
                     std::to_string(pool_->num_speakers()));
+}
+
+void DynamicMixtureSet::set_framings() {
   // The sample rate is the pool's: each binding's framing is worked out once, not per example.
   for (auto& binding : bindings_) {
     const FeatureOptions* features = binding.reader->feature_options();
@@ -307,15 +330,18 @@ DynamicMixtureSet::DynamicMixtureSet(const Recipe& recipe, const std::vector<Dat
       binding.settings = features->frames(pool_->sample_rate());
     }
   }
+}
+
+void DynamicMixtureSet::check_example_options() {
   if (options_.segment_length != "full") {
     auto frames = parse_int(options_.segment_length);
     if (!frames || *frames <= 0)
-      throw ConfigError(what + ": segment length '" + options_.segment_length +
+      throw ConfigError(what_ + ": segment length '" + options_.segment_length +
                         "' is not 'full' or a number of frames");
     crop_frames_ = *frames;
   }
   if (options_.examples_per_epoch <= 0)
-    throw ConfigError(what + ": dynamic mixing needs at least one example per epoch");
+    throw ConfigError(what_ + ": dynamic mixing needs at least one example per epoch");
 }
 
 int64_t DynamicMixtureSet::predicted_frames(int64_t samples) const {

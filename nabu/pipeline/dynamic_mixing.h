@@ -145,6 +145,15 @@ class DynamicMixtureSet : public ExampleSource {
   struct Crop {
     int64_t first, last, skip_frames, rows;
   };
+  // The steps of the constructor, in its order. bind_sections makes a binding per input and
+  // target and returns the lines of the first section that takes the sources.
+  std::vector<DataLine> bind_sections(const Recipe& recipe, const std::vector<DataBinding>& all);
+  void load_pool(const Recipe& recipe, const std::vector<DataLine>& source_lines);
+  // The pool's rate: 8 kHz for the codecs, and the rate of the task's training data.
+  void check_pool_rates(const std::vector<DataLine>& source_lines) const;
+  void check_pool_speakers() const;  // shares and enough speakers
+  void set_framings();
+  void check_example_options();  // segment length and examples per epoch
   int64_t predicted_frames(int64_t samples) const;
   Crop crop(const Binding& binding, const Draw& d, int64_t samples) const;
 

@@ -13,6 +13,9 @@
 
 namespace nabu {
 
+// spk_select, or every source 0..nrs-1 when it is empty.
+std::vector<int> selected_sources(const std::vector<int>& spk_select, int nrs);
+
 template <class Options>
 class FeatureProcessor : public Processor {
  public:
@@ -47,6 +50,21 @@ class MixtureProcessor : public FeatureProcessor<Options> {
   SignalRole signal_role() const override { return SignalRole::kMixture; }
 };
 
+// Deep clustering targets (the dominant source of every bin) on top of `Base`, a FeatureProcessor
+// whose options have nrs and spk_select (empty: every source): bool [T, F*S'].
+template <class Base>
+class DominantSourceTargets : public Base {
+ public:
+  template <class Options>
+  explicit DominantSourceTargets(const Options& options) : Base(options) {
+    this->options_.spk_select = selected_sources(this->options_.spk_select, this->options_.nrs);
+  }
+  StoredType stored_type() const override { return StoredType::kBool; }
+  std::vector<int64_t> nontime_dims() const override {
+    return {this->computer_->dim() * static_cast<int64_t>(this->options_.spk_select.size())};
+  }
+};
+
 // One wav of a channel or source; `rate` is the rate of the wavs read so far (0: none yet), and a
 // different rate is a DataError naming the file.
 torch::Tensor read_same_rate(const std::string& path, int& rate);
@@ -66,7 +84,5 @@ torch::Tensor bins_above_peak(const torch::Tensor& features, double mag_thres,
 
 // The key spk_select of the deep clustering target processors: source indices below nrs.
 void declare_spk_select(OptionsReader& r, std::vector<int>& spk_select, int nrs);
-// spk_select, or every source 0..nrs-1 when it is empty.
-std::vector<int> selected_sources(const std::vector<int>& spk_select, int nrs);
 
 }  // namespace nabu

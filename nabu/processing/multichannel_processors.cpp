@@ -195,6 +195,24 @@ torch::Tensor source_channel_means(const FeatureComputer& computer, const DataLi
   return features.reshape({features.size(0), features.size(1), nrs, channels}).mean(-1);
 }
 
+// A target processor of channel-averaged source features: process() averages each source's
+// channels ([T, F, S]) and hands them to from_means.
+template <class Options>
+class ChannelMeansProcessor : public FeatureProcessor<Options> {
+ public:
+  using FeatureProcessor<Options>::FeatureProcessor;
+  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
+    int rate = 0;
+    auto means = source_channel_means(*this->computer_, line, this->options_.nrs,
+                                      this->options_.nr_channels, rate);
+    if (sample_rate) *sample_rate = rate;
+    return from_means(means);
+  }
+
+ protected:
+  virtual torch::Tensor from_means(const torch::Tensor& means) const = 0;
+};
+
 struct OneHotMultimicOptions : MultimicTargetOptions {
   std::vector<int> spk_select;
   void declare(OptionsReader& r) {
@@ -205,35 +223,25 @@ struct OneHotMultimicOptions : MultimicTargetOptions {
 
 // Deep clustering targets from the channel-averaged magnitudes: bool [T, F*S'], column f*S'+i
 // true where source spk_select[i] dominates bin f.
-class OneHotPerFeatureTargetMultimicProcessor : public FeatureProcessor<OneHotMultimicOptions> {
+class OneHotPerFeatureTargetMultimicProcessor
+    : public DominantSourceTargets<ChannelMeansProcessor<OneHotMultimicOptions>> {
  public:
-  explicit OneHotPerFeatureTargetMultimicProcessor(const OneHotMultimicOptions& options)
-      : FeatureProcessor(options) {
-    options_.spk_select = selected_sources(options_.spk_select, options_.nrs);
-  }
-  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    int rate = 0;
-    auto means = source_channel_means(*computer_, line, options_.nrs, options_.nr_channels, rate);
-    if (sample_rate) *sample_rate = rate;
+  using DominantSourceTargets::DominantSourceTargets;
+
+ protected:
+  torch::Tensor from_means(const torch::Tensor& means) const override {
     return dominant_source_columns(means, options_.spk_select);
-  }
-  StoredType stored_type() const override { return StoredType::kBool; }
-  std::vector<int64_t> nontime_dims() const override {
-    return {computer_->dim() * static_cast<int64_t>(options_.spk_select.size())};
   }
 };
 
 // PIT / DANet targets from the channel-averaged feature of every source: [T, F, S].
-class MultiTargetMultimicProcessor : public FeatureProcessor<MultimicTargetOptions> {
+class MultiTargetMultimicProcessor : public ChannelMeansProcessor<MultimicTargetOptions> {
  public:
-  using FeatureProcessor::FeatureProcessor;
-  torch::Tensor process(const DataLine& line, int* sample_rate) const override {
-    int rate = 0;
-    auto means = source_channel_means(*computer_, line, options_.nrs, options_.nr_channels, rate);
-    if (sample_rate) *sample_rate = rate;
-    return means;
-  }
+  using ChannelMeansProcessor::ChannelMeansProcessor;
   std::vector<int64_t> nontime_dims() const override { return {computer_->dim(), options_.nrs}; }
+
+ protected:
+  torch::Tensor from_means(const torch::Tensor& means) const override { return means; }
 };
 
 // ---------------------------------------------------------------------------------------------

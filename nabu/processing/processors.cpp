@@ -119,20 +119,14 @@ struct OneHotOptions : SignalOptions {
 };
 
 // Deep clustering targets: per bin, which source dominates. bool [T, F*S], column f*S+s.
-class OneHotPerFeatureTargetProcessor : public SourcesProcessor<OneHotOptions> {
+class OneHotPerFeatureTargetProcessor
+    : public DominantSourceTargets<SourcesProcessor<OneHotOptions>> {
  public:
-  explicit OneHotPerFeatureTargetProcessor(const OneHotOptions& options)
-      : SourcesProcessor(options) {
-    options_.spk_select = selected_sources(options_.spk_select, options_.nrs);
-  }
+  using DominantSourceTargets::DominantSourceTargets;
   torch::Tensor process_signals(const std::vector<torch::Tensor>& signals,
                                 int sample_rate) const override {
     auto features = source_features(*computer_, signals, sample_rate, options_.nrs);  // [T,F,S]
     return dominant_source_columns(features, options_.spk_select);
-  }
-  StoredType stored_type() const override { return StoredType::kBool; }
-  std::vector<int64_t> nontime_dims() const override {
-    return {computer_->dim() * static_cast<int64_t>(options_.spk_select.size())};
   }
 
  protected:

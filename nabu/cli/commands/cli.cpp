@@ -100,8 +100,9 @@ void apply_common_options(const CommonOptions& options) {
 }
 
 void add_recording_options(po::options_description& description,
-                           po::positional_options_description& positional,
+                           po::positional_options_description& positional, CommonOptions& common,
                            RecordingOptions& options, const std::string& task_help) {
+  add_common_options(description, common, "the trained experiment (nabu train); it must exist");
   description.add_options()
       ("task", po::value(&options.task), task_help.c_str())
       ("allow-early-testing", po::bool_switch(&options.early),

@@ -57,10 +57,11 @@ struct RecordingOptions {
   std::string device = "auto";
   std::vector<std::string> recordings;
 };
-// Adds --task (with `task_help`), --allow-early-testing, --model, --channel, --device and the
-// positional recordings.
+// The options of a command that runs a trained experiment on recordings: the common options
+// (--expdir the experiment), then --task (with `task_help`), --allow-early-testing, --model,
+// --channel, --device and the positional recordings.
 void add_recording_options(po::options_description& description,
-                           po::positional_options_description& positional,
+                           po::positional_options_description& positional, CommonOptions& common,
                            RecordingOptions& options, const std::string& task_help);
 // Checks --expdir, the recordings and --channel, applies the common options, loads the
 // experiment's recipe copy (or --recipe's) and checks --task against it. Throws naming what is

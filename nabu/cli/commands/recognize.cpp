@@ -15,9 +15,7 @@ int cmd_recognize(const std::vector<std::string>& args) {
   RecordingOptions recordings;
   po::options_description description("Options");
   po::positional_options_description positional;
-  add_common_options(description, common,
-                     "the trained experiment (nabu train); it must exist");
-  add_recording_options(description, positional, recordings,
+  add_recording_options(description, positional, common, recordings,
                         "test task with a decoder.cfg section (default: the first of "
                         "test_evaluator.cfg that has one)");
   if (!parse_command_line(

@@ -30,9 +30,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   FileSeparationOptions options;
   po::options_description description("Options");
   po::positional_options_description positional;
-  add_common_options(description, common,
-                     "the trained experiment (nabu train); it must exist");
-  add_recording_options(description, positional, recordings,
+  add_recording_options(description, positional, common, recordings,
                         "test task whose graph and reconstructor to use (default: the first of "
                         "test_evaluator.cfg)");
   description.add_options()

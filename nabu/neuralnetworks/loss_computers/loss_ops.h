@@ -11,6 +11,7 @@
 
 #include "nabu/core/config.h"
 #include "nabu/core/options.h"
+#include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
 namespace nabu::losses {
@@ -38,6 +39,23 @@ std::pair<std::string, torch::Tensor> pick_tensor(const TensorMap& tensors, cons
 // The names a loss with optional `target`/`output` keys reads: {name}, or none when it takes the
 // task's only one.
 std::vector<std::string> named_if_given(const std::string& name);
+// A loss whose options name its one target and one output (keys `target` and `output`, each
+// optional when the task has only one): the names it reads, from its options.
+template <class Options>
+class NamedTargetLoss : public LossComputer {
+ public:
+  explicit NamedTargetLoss(Options options) : options_(std::move(options)) {}
+  std::vector<std::string> target_names() const override {
+    return named_if_given(options_.target);
+  }
+  std::vector<std::string> output_names() const override {
+    return named_if_given(options_.output);
+  }
+
+ protected:
+  Options options_;
+};
+
 // [B, T] mask (1 on real frames) in the dtype and device of `like`.
 torch::Tensor real_frames(const torch::Tensor& seq_lengths, int64_t frames,
                           const torch::Tensor& like);

@@ -174,10 +174,10 @@ struct RegressionOptions {
 
 // Masked regression between one output and one target of the same shape [B, T, ...]:
 // loss = Σ over real frames of (o − t)² (mse) or |o − t| (l1); norm = number of real elements.
-class RegressionLoss : public LossComputer {
+class RegressionLoss : public NamedTargetLoss<RegressionOptions> {
  public:
   RegressionLoss(const RegressionOptions& options, bool absolute)
-      : options_(options), absolute_(absolute) {}
+      : NamedTargetLoss(options), absolute_(absolute) {}
 
   LossResult operator()(const TensorMap& targets, const TensorMap& outputs,
                         const torch::Tensor& seq_lengths) override {
@@ -205,15 +205,7 @@ class RegressionLoss : public LossComputer {
     return result;
   }
 
-  std::vector<std::string> target_names() const override {
-    return named_if_given(options_.target);
-  }
-  std::vector<std::string> output_names() const override {
-    return named_if_given(options_.output);
-  }
-
  private:
-  RegressionOptions options_;
   bool absolute_;
 };
 

@@ -36,9 +36,9 @@ int64_t frames_needed(const torch::Tensor& labels) {
   return count;
 }
 
-class CtcLoss : public LossComputer {
+class CtcLoss : public NamedTargetLoss<CtcOptions> {
  public:
-  explicit CtcLoss(const CtcOptions& options) : options_(options) {}
+  explicit CtcLoss(const CtcOptions& options) : NamedTargetLoss(options) {}
 
   LossResult operator()(const TensorMap& targets, const TensorMap& outputs,
                         const torch::Tensor& seq_lengths) override {
@@ -107,16 +107,6 @@ class CtcLoss : public LossComputer {
     }
     return result;
   }
-
-  std::vector<std::string> target_names() const override {
-    return named_if_given(options_.target);
-  }
-  std::vector<std::string> output_names() const override {
-    return named_if_given(options_.output);
-  }
-
- private:
-  CtcOptions options_;
 };
 
 LossPtr make_ctc(const ConfigSection& section) {

@@ -142,6 +142,39 @@ std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
                                                        .weight_decay(options.weight_decay));
 }
 
+namespace {
+
+// Which of `named` some task updates; a task parameter not among them is an Error.
+std::vector<bool> used_parameters(const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                                  const std::vector<ParameterUpdate::Task>& tasks) {
+  std::unordered_map<const void*, std::size_t> position;  // tensor -> index in `named`
+  for (std::size_t k = 0; k < named.size(); ++k)
+    position[named[k].second.unsafeGetTensorImpl()] = k;
+  std::vector<bool> used(named.size(), false);
+  for (const auto& task : tasks)
+    for (const auto& parameter : task.parameters) {
+      auto it = position.find(parameter.unsafeGetTensorImpl());
+      if (it == position.end())
+        throw Error("task " + task.name + " updates a parameter that is not in the model bank");
+      used[it->second] = true;
+    }
+  return used;
+}
+
+// Frozen parameters are taken out of the tasks by the trainer (no gradient is computed for
+// them); one still listed would be updated, so that is an error here, not a silent update.
+void check_none_frozen(const OptimizerOptions& options, const ConfigSection& trainer_section,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                       const std::vector<bool>& used) {
+  auto frozen = frozen_parameter_names(options, trainer_section, named);
+  for (std::size_t k = 0; k < named.size(); ++k)
+    if (used[k] && std::find(frozen.begin(), frozen.end(), named[k].first) != frozen.end())
+      throw Error("parameter update: " + named[k].first +
+                  " is frozen (freeze_parameters) but a task updates it");
+}
+
+}  // namespace
+
 ParameterUpdate::ParameterUpdate(const OptimizerOptions& options,
                                  const ProfilingOptions& reports,
                                  const ConfigSection& trainer_section,
@@ -150,24 +183,16 @@ ParameterUpdate::ParameterUpdate(const OptimizerOptions& options,
                                  std::vector<Task> tasks)
     : options_(options), reports_(reports), tasks_(std::move(tasks)) {
   // Every parameter some task updates, in the order of `named`.
-  std::unordered_map<const void*, std::size_t> position;  // tensor -> index in `named`
-  for (std::size_t k = 0; k < named.size(); ++k)
-    position[named[k].second.unsafeGetTensorImpl()] = k;
-  std::vector<bool> used(named.size(), false);
-  for (const auto& task : tasks_)
-    for (const auto& parameter : task.parameters) {
-      auto it = position.find(parameter.unsafeGetTensorImpl());
-      if (it == position.end())
-        throw Error("task " + task.name + " updates a parameter that is not in the model bank");
-      used[it->second] = true;
-    }
-  // Frozen parameters are taken out of the tasks by the trainer (no gradient is computed for
-  // them); one still listed would be updated, so that is an error here, not a silent update.
-  auto frozen = frozen_parameter_names(options_, trainer_section, named);
-  for (std::size_t k = 0; k < named.size(); ++k)
-    if (used[k] && std::find(frozen.begin(), frozen.end(), named[k].first) != frozen.end())
-      throw Error("parameter update: " + named[k].first +
-                  " is frozen (freeze_parameters) but a task updates it");
+  const std::vector<bool> used = used_parameters(named, tasks_);
+  check_none_frozen(options_, trainer_section, named, used);
+  index_parameters(named, used);
+  set_multipliers(trainer_section, named, used);
+  make_slots(initial_learning_rate);
+}
+
+void ParameterUpdate::index_parameters(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named,
+    const std::vector<bool>& used) {
   std::unordered_map<const void*, std::size_t> joint;  // tensor -> index in parameters_
   for (std::size_t k = 0; k < named.size(); ++k)
     if (used[k]) {
@@ -181,36 +206,42 @@ ParameterUpdate::ParameterUpdate(const OptimizerOptions& options,
       indices.push_back(joint.at(parameter.unsafeGetTensorImpl()));
     joint_index_.push_back(indices);
   }
+}
 
+void ParameterUpdate::set_multipliers(
+    const ConfigSection& trainer_section,
+    const std::vector<std::pair<std::string, torch::Tensor>>& named,
+    const std::vector<bool>& used) {
   // Gradient multipliers per task parameter: the first matching pattern wins. A pattern that
   // matches a trained parameter is used even where an earlier one took precedence.
   auto pairs = options_.multipliers();
-  if (!pairs.empty()) {
-    std::vector<std::regex> expressions;
-    std::vector<bool> matched(pairs.size(), false);
-    for (const auto& pair : pairs) expressions.emplace_back(pair.first);
-    std::vector<double> by_joint(parameters_.size(), 1.0);
-    for (std::size_t k = 0, j = 0; k < named.size(); ++k) {
-      if (!used[k]) continue;
-      bool assigned = false;
-      for (std::size_t p = 0; p < pairs.size(); ++p)
-        if (std::regex_search(named[k].first, expressions[p])) {
-          if (!assigned) by_joint[j] = pairs[p].second;
-          assigned = matched[p] = true;
-        }
-      ++j;
-    }
+  if (pairs.empty()) return;
+  std::vector<std::regex> expressions;
+  std::vector<bool> matched(pairs.size(), false);
+  for (const auto& pair : pairs) expressions.emplace_back(pair.first);
+  std::vector<double> by_joint(parameters_.size(), 1.0);
+  for (std::size_t k = 0, j = 0; k < named.size(); ++k) {
+    if (!used[k]) continue;
+    bool assigned = false;
     for (std::size_t p = 0; p < pairs.size(); ++p)
-      if (!matched[p])
-        trainer_section.fail("gradient_multipliers",
-                             "'" + pairs[p].first + "' matches no parameter that is trained");
-    for (std::size_t t = 0; t < tasks_.size(); ++t) {
-      std::vector<double> factors;
-      for (std::size_t index : joint_index_[t]) factors.push_back(by_joint[index]);
-      multipliers_.push_back(factors);
-    }
+      if (std::regex_search(named[k].first, expressions[p])) {
+        if (!assigned) by_joint[j] = pairs[p].second;
+        assigned = matched[p] = true;
+      }
+    ++j;
   }
+  for (std::size_t p = 0; p < pairs.size(); ++p)
+    if (!matched[p])
+      trainer_section.fail("gradient_multipliers",
+                           "'" + pairs[p].first + "' matches no parameter that is trained");
+  for (std::size_t t = 0; t < tasks_.size(); ++t) {
+    std::vector<double> factors;
+    for (std::size_t index : joint_index_[t]) factors.push_back(by_joint[index]);
+    multipliers_.push_back(factors);
+  }
+}
 
+void ParameterUpdate::make_slots(double initial_learning_rate) {
   if (!options_.acc_steps) {
     slots_.push_back({make_optimizer(options_, parameters_, initial_learning_rate), -1, 1.0,
                       parameters_, {}});

@@ -84,6 +84,14 @@ class ParameterUpdate {
     std::vector<torch::Tensor> parameters;
     std::vector<std::size_t> task_indices;  // acc_steps: the task gradient of each parameter
   };
+  // Steps of the constructor: parameters_, parameter_names_ and joint_index_ from the `used`
+  // ones of `named`; multipliers_ (gradient_multipliers); slots_ (one optimizer, or acc_steps').
+  void index_parameters(const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                        const std::vector<bool>& used);
+  void set_multipliers(const ConfigSection& trainer_section,
+                       const std::vector<std::pair<std::string, torch::Tensor>>& named,
+                       const std::vector<bool>& used);
+  void make_slots(double initial_learning_rate);
   void prepare_gradients(const Task& task, const TaskSums& sums, int64_t step,
                          const std::string& failure_hint) const;
   void clip_norm(std::vector<torch::Tensor>& gradients) const;

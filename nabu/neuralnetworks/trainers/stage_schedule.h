@@ -2,7 +2,7 @@
 // Scheduler: validation (also at the last update), checkpoints (minutes or updates), model
 // exports, kept checkpoints, progress lines, the profiled updates and stopping (updates, epochs,
 // a training-time budget). The answers are pure functions of StageScheduleSettings (trainer.cfg's
-// ScheduleOptions as read) and a StageState;
+// StageScheduleOptions as read) and a StageState;
 // the stage loop only asks, and the state travels in every checkpoint so that a resumed stage
 // decides exactly as an uninterrupted one. What follows a validation (halve the learning rate,
 // go back, stop early) stays with the ValidationPolicy.
@@ -18,9 +18,9 @@
 
 namespace nabu {
 
-// What a stage's schedule reads: trainer.cfg's ScheduleOptions, whole, and what the stage adds.
+// What a stage's schedule reads: trainer.cfg's StageScheduleOptions, whole, and what the stage adds.
 struct StageScheduleSettings {
-  ScheduleOptions schedule;      // valid_*, checkpoint_*, export_every, progress_every, ...
+  StageScheduleOptions schedule;      // valid_*, checkpoint_*, export_every, progress_every, ...
   int64_t epoch_steps = 0;       // the updates num_epochs give
   int64_t max_steps = -1;        // the stage's cap on them (-1: none)
   std::string max_steps_reason = "max_steps reached";

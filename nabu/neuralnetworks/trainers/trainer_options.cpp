@@ -77,7 +77,7 @@ void TrainerOptions::declare(OptionsReader& r) {
             "needs one weight per task (" + std::to_string(tasks.size()) + ")");
 }
 
-void ScheduleOptions::declare(OptionsReader& r) {
+void StageScheduleOptions::declare(OptionsReader& r) {
   r("num_epochs", num_epochs, "passes over the training data per stage (sets num_steps)");
   r("max_steps", max_steps,
     "per segment length (or one value): stop the stage after this many updates, -1 = no "
@@ -242,91 +242,122 @@ void OptimizerOptions::declare(OptionsReader& r) {
   }
 }
 
-void DataOptions::declare(OptionsReader& r) {
-  r("batch_size", batch_size, "per segment length: examples per minibatch");
-  r("numbatches_to_aggregate", numbatches_to_aggregate,
+namespace {
+
+// DataOptions' keys in three groups, then its rules in three, in the order of the keys.
+
+void declare_data_batching(OptionsReader& r, DataOptions& d) {
+  r("batch_size", d.batch_size, "per segment length: examples per minibatch");
+  r("numbatches_to_aggregate", d.numbatches_to_aggregate,
     "per segment length: minibatches accumulated per update");
-  r("numbuckets", numbuckets, "length buckets for batching (1 = none)");
-  r("shuffle", shuffle, "shuffle the examples every epoch (new; False = the original's order)");
-  r("prefetch", prefetch, "batches prepared ahead by the background loader");
-  r("dynamic_mixing", dynamic_mixing,
+  r("numbuckets", d.numbuckets, "length buckets for batching (1 = none)");
+  r("shuffle", d.shuffle, "shuffle the examples every epoch (new; False = the original's order)");
+  r("prefetch", d.prefetch, "batches prepared ahead by the background loader");
+}
+
+void declare_dynamic_mixing_sources(OptionsReader& r, DataOptions& d) {
+  r("dynamic_mixing", d.dynamic_mixing,
     "new: training examples are new mixtures every epoch, made from single-speaker sources and "
     "computed by the tasks' own processors (docs/dynamic_mixing.md)");
-  r("dynamic_mixing_sources", dynamic_mixing_sources,
+  r("dynamic_mixing_sources", d.dynamic_mixing_sources,
     "new: source lists, 'utterance wav' lines (empty: the sources on the lines of each task's "
     "target section)");
-  r("dynamic_mixing_utt2spk", dynamic_mixing_utt2spk,
+  r("dynamic_mixing_utt2spk", d.dynamic_mixing_utt2spk,
     "new: 'utterance speaker' lines, so that no mixture has one speaker twice: one file for all "
     "source lists, or one per list (a speaker is then a speaker of its list)");
-  r("dynamic_mixing_shares", dynamic_mixing_shares,
+  r("dynamic_mixing_shares", d.dynamic_mixing_shares,
     "new: one weight per source list: each source of a mixture comes from list i with "
     "probability share_i / sum (then a speaker of that list not yet in the mixture), so "
     "'0.5 0.5' mixes recorded with recorded, recorded with synthetic and synthetic with "
     "synthetic as 1:2:1; empty = speakers drawn uniformly from all lists");
-  r("dynamic_mixing_level_range", dynamic_mixing_level_range,
+  r("dynamic_mixing_level_range", d.dynamic_mixing_level_range,
     "new: relative level of two sources, uniform in +-this many dB");
-  r("dynamic_mixing_speed_range", dynamic_mixing_speed_range,
+  r("dynamic_mixing_speed_range", d.dynamic_mixing_speed_range,
     "new: speed perturbation of each source, a speed uniform in 1 +- this (0.1: 0.9 to 1.1; "
     "tempo, pitch and formants together, as sox speed); 0 = off");
-  r("dynamic_mixing_reverb", dynamic_mixing_reverb,
+}
+
+void declare_dynamic_mixing_channels(OptionsReader& r, DataOptions& d) {
+  r("dynamic_mixing_reverb", d.dynamic_mixing_reverb,
     "new: probability that a source is heard in a synthetic room (RT60 0.2-0.8 s, direct to "
     "reverberant ratio 0-10 dB); its target is the reverberant source");
-  r("dynamic_mixing_tilt_range", dynamic_mixing_tilt_range,
+  r("dynamic_mixing_tilt_range", d.dynamic_mixing_tilt_range,
     "new: spectral tilt of each source (a microphone), uniform in +- this many dB between "
     "Nyquist and 0 Hz; 0 = off");
-  r("dynamic_mixing_telephone", dynamic_mixing_telephone,
+  r("dynamic_mixing_telephone", d.dynamic_mixing_telephone,
     "new: probability that a source is band-limited to 300-3400 Hz (a telephone line)");
-  r("dynamic_mixing_gsm", dynamic_mixing_gsm,
+  r("dynamic_mixing_gsm", d.dynamic_mixing_gsm,
     "new: probability that a source goes through a GSM 06.10 round trip (a mobile phone's "
     "codec; 8 kHz sources)");
-  r("dynamic_mixing_codec2", dynamic_mixing_codec2,
+  r("dynamic_mixing_codec2", d.dynamic_mixing_codec2,
     "new: probability that a source goes through a Codec 2 round trip at 3200, 2400, 1600 or "
     "1200 bit/s, drawn uniformly (a digital radio's vocoder; 8 kHz sources)");
+}
 
-  for (int value : batch_size) r.require(value > 0, "batch_size", "must be positive");
-  for (int value : numbatches_to_aggregate)
+void check_data_batching(const OptionsReader& r, const DataOptions& d) {
+  for (int value : d.batch_size) r.require(value > 0, "batch_size", "must be positive");
+  for (int value : d.numbatches_to_aggregate)
     r.require(value >= 0, "numbatches_to_aggregate", "must not be negative");
-  r.require(numbuckets > 0, "numbuckets", "must be positive");
-  r.require(prefetch >= 1, "prefetch", "must be at least 1");
-  r.require(dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
+  r.require(d.numbuckets > 0, "numbuckets", "must be positive");
+  r.require(d.prefetch >= 1, "prefetch", "must be at least 1");
+}
+
+void check_dynamic_mixing_ranges(const OptionsReader& r, const DataOptions& d) {
+  r.require(d.dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
             "must not be negative");
-  r.require(dynamic_mixing_speed_range >= 0 && dynamic_mixing_speed_range < 0.5,
+  r.require(d.dynamic_mixing_speed_range >= 0 && d.dynamic_mixing_speed_range < 0.5,
             "dynamic_mixing_speed_range", "must be in [0, 0.5)");
-  r.require(dynamic_mixing_tilt_range >= 0 && dynamic_mixing_tilt_range <= 20,
+  r.require(d.dynamic_mixing_tilt_range >= 0 && d.dynamic_mixing_tilt_range <= 20,
             "dynamic_mixing_tilt_range", "must be in [0, 20] dB");
   for (auto [key, value] : {std::pair<const char*, double>{"dynamic_mixing_reverb",
-                                                          dynamic_mixing_reverb},
-                            {"dynamic_mixing_telephone", dynamic_mixing_telephone},
-                            {"dynamic_mixing_gsm", dynamic_mixing_gsm},
-                            {"dynamic_mixing_codec2", dynamic_mixing_codec2},
-                            {"dynamic_mixing_tilt_range", dynamic_mixing_tilt_range}}) {
+                                                          d.dynamic_mixing_reverb},
+                            {"dynamic_mixing_telephone", d.dynamic_mixing_telephone},
+                            {"dynamic_mixing_gsm", d.dynamic_mixing_gsm},
+                            {"dynamic_mixing_codec2", d.dynamic_mixing_codec2},
+                            {"dynamic_mixing_tilt_range", d.dynamic_mixing_tilt_range}}) {
     if (key != std::string("dynamic_mixing_tilt_range"))
       r.require(value >= 0 && value <= 1, key, "is a probability: must be in [0, 1]");
-    r.require(dynamic_mixing || value == 0, key,
+    r.require(d.dynamic_mixing || value == 0, key,
               "is set but dynamic_mixing is False (channels are applied to dynamic mixtures)");
   }
-  r.require(dynamic_mixing || dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
+}
+
+void check_dynamic_mixing_lists(const OptionsReader& r, const DataOptions& d) {
+  r.require(d.dynamic_mixing || d.dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
             "is set but dynamic_mixing is False");
-  r.require(dynamic_mixing_sources.size() > 0 || dynamic_mixing_utt2spk.empty(),
-            "dynamic_mixing_utt2spk", "needs dynamic_mixing_sources (the lists it names speakers of)");
-  r.require(dynamic_mixing_utt2spk.size() <= 1 ||
-                dynamic_mixing_utt2spk.size() == dynamic_mixing_sources.size(),
+  r.require(d.dynamic_mixing_sources.size() > 0 || d.dynamic_mixing_utt2spk.empty(),
             "dynamic_mixing_utt2spk",
-            "has " + std::to_string(dynamic_mixing_utt2spk.size()) + " files for " +
-                std::to_string(dynamic_mixing_sources.size()) +
+            "needs dynamic_mixing_sources (the lists it names speakers of)");
+  r.require(d.dynamic_mixing_utt2spk.size() <= 1 ||
+                d.dynamic_mixing_utt2spk.size() == d.dynamic_mixing_sources.size(),
+            "dynamic_mixing_utt2spk",
+            "has " + std::to_string(d.dynamic_mixing_utt2spk.size()) + " files for " +
+                std::to_string(d.dynamic_mixing_sources.size()) +
                 " dynamic_mixing_sources; give one for all lists or one per list");
-  r.require(dynamic_mixing_shares.empty() ||
-                dynamic_mixing_shares.size() == dynamic_mixing_sources.size(),
+  r.require(d.dynamic_mixing_shares.empty() ||
+                d.dynamic_mixing_shares.size() == d.dynamic_mixing_sources.size(),
             "dynamic_mixing_shares",
             "needs one weight per dynamic_mixing_sources list (" +
-                std::to_string(dynamic_mixing_sources.size()) + ")");
+                std::to_string(d.dynamic_mixing_sources.size()) + ")");
   double share_total = 0;
-  for (double share : dynamic_mixing_shares) {
+  for (double share : d.dynamic_mixing_shares) {
     r.require(share >= 0, "dynamic_mixing_shares", "must not be negative");
     share_total += share;
   }
-  r.require(dynamic_mixing_shares.empty() || share_total > 0, "dynamic_mixing_shares",
+  r.require(d.dynamic_mixing_shares.empty() || share_total > 0, "dynamic_mixing_shares",
             "must not all be 0");
+}
+
+}  // namespace
+
+void DataOptions::declare(OptionsReader& r) {
+  declare_data_batching(r, *this);
+  declare_dynamic_mixing_sources(r, *this);
+  declare_dynamic_mixing_channels(r, *this);
+
+  check_data_batching(r, *this);
+  check_dynamic_mixing_ranges(r, *this);
+  check_dynamic_mixing_lists(r, *this);
 }
 
 void ProfilingOptions::declare(OptionsReader& r) {
@@ -376,7 +407,7 @@ StageSettings TrainerOptions::stage(std::size_t index) const {
   return stage;
 }
 
-int ScheduleOptions::max_tries() const {
+int StageScheduleOptions::max_tries() const {
   return num_tries == "None" ? -1 : static_cast<int>(*parse_int(num_tries));
 }
 

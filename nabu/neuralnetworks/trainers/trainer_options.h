@@ -30,7 +30,7 @@ struct StageSettings {
 // it. The per-stage lists (one value per segment length) are resolved into StageSettings.
 
 // When to validate, checkpoint, export and stop (StageSchedule, ValidationPolicy).
-struct ScheduleOptions {
+struct StageScheduleOptions {
   int num_epochs = 100;
   std::vector<int> max_steps{-1};  // new: per stage cap on the updates, -1 = none
   int valid_frequency = 150;
@@ -147,7 +147,7 @@ struct TrainerOptions {
   // sum, which without task_weights is the unweighted mean of the older trainer (seed 001).
   std::string task_loss_combination = "sum";
   std::string init_file;
-  ScheduleOptions schedule;
+  StageScheduleOptions schedule;
   LearningRateOptions learning_rate;
   OptimizerOptions optimizer;
   DataOptions data;
