@@ -11,29 +11,10 @@
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/interrupted.h"
+#include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/audio_stream.h"
 
 namespace nabu {
-
-namespace {
-
-// The permutation p maximising sum_i similarity[i][p[i]] (all S! of them: S is small).
-std::vector<int> best_permutation(const std::vector<std::vector<double>>& similarity) {
-  std::vector<int> permutation(similarity.size()), best;
-  std::iota(permutation.begin(), permutation.end(), 0);
-  double best_score = -std::numeric_limits<double>::infinity();
-  do {
-    double score = 0;
-    for (std::size_t i = 0; i < permutation.size(); ++i) score += similarity[i][permutation[i]];
-    if (score > best_score) {
-      best_score = score;
-      best = permutation;
-    }
-  } while (std::next_permutation(permutation.begin(), permutation.end()));
-  return best;
-}
-
-}  // namespace
 
 ChunkedSeparation::ChunkedSeparation(TaskSeparation& task, int sample_rate, ChunkOptions options,
                                      Sink sink)

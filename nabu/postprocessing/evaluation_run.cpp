@@ -78,7 +78,8 @@ std::vector<UtteranceScore> score(ScoringData& scoring, const Separation& separa
   mixture = mixture.slice(0, 0, length);
   auto estimates = separation.signals.slice(1, 0, length);
   for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
-    scores.push_back(scoring.scorers[i]->evaluate(references, estimates, mixture, noise));
+    scores.push_back(scoring.scorers[i]->evaluate(references, estimates, mixture, noise,
+                                                  separation.sample_rate));
     scoring.summaries[i].add(separation.utterance, scores.back());
   }
   return scores;
@@ -188,6 +189,8 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
     fs::path wav_dir = testdir / "reconstructions" / task;
     const fs::path final_wav_dir = final_testdir / "reconstructions" / task;
     std::string pointers;
+    // Per utterance the files to listen to: the mixture, then the separated signals.
+    std::map<std::string, std::vector<std::string>> files;
     int64_t done = 0;
     SeparatedTaskRecord* record = nullptr;
     if (std::count(read_for_masks.begin(), read_for_masks.end(), task)) record = &separated[task];
@@ -201,6 +204,9 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
         paths.push_back((final_wav_dir / relative).string());
       }
       pointers += separation.utterance + " " + join(paths, " ") + "\n";
+      if (scoring.mixture && scoring.mixture->has(separation.utterance))
+        paths.insert(paths.begin(), scoring.mixture->line(separation.utterance).fields.front());
+      files[separation.utterance] = paths;
       auto scores = score(scoring, separation);
       if (record) {
         if (separation.masks.defined())
@@ -224,7 +230,14 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
                  scoring.summaries[i].complete_json());
       write_json(testdir / ("results_" + task + "_" + type + "_summary.json"),
                  scoring.summaries[i].summary_json());
-      if (options.on_summary) options.on_summary(scoring.summaries[i].summary_text(type));
+      // Every utterance, worst first, with its files; the five worst on the console.
+      write_file_atomic(testdir / ("results_" + task + "_" + type + "_utterances.csv"),
+                        scoring.summaries[i].utterances_csv(files));
+      if (options.on_summary)
+        options.on_summary(scoring.summaries[i].summary_text(type, scoring.scorers[i]->unit()) +
+                           (i == 0 ? scoring.summaries[i].worst_text(5, files,
+                                                                     scoring.scorers[i]->unit())
+                                   : ""));
     }
   }
   write_json(testdir / "test_losses.json", losses);

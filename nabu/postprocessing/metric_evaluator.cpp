@@ -10,6 +10,7 @@
 #include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/recognition.h"
+#include "nabu/postprocessing/scorers/stoi.h"
 #include "nabu/postprocessing/scorers/bss_eval.h"
 #include "nabu/postprocessing/scorers/edit_distance.h"
 #include "nabu/processing/section_reader.h"
@@ -25,18 +26,19 @@ struct MetricEvaluatorOptions {
       metric_references;
   int requested_utts = 0, batch_size = 0, metric_utts = 0;
   void declare(OptionsReader& r) {
-    r.choice("validation_metric", validation_metric, {"loss", "sdr", "si_sdr", "error_rate"},
-             "what validation selects on: loss (task_loss_evaluator), sdr (BSS Eval v3) or "
-             "si_sdr of the reconstructed signals, or error_rate of the CTC-decoded labels; "
-             "in the task section or in [evaluator]");
+    r.choice("validation_metric", validation_metric,
+             {"loss", "sdr", "si_sdr", "stoi", "estoi", "error_rate"},
+             "what validation selects on: loss (task_loss_evaluator), sdr (BSS Eval v3), "
+             "si_sdr, stoi or estoi of the reconstructed signals, or error_rate of the "
+             "CTC-decoded labels; in the task section or in [evaluator]");
     r("metric_org_mix", metric_org_mix,
-      "sdr/si_sdr: database section of the validation mixtures' complex spectrum (as "
+      "sdr, si_sdr, stoi, estoi: database section of the validation mixtures' complex spectrum (as "
       "reconstructor.cfg's org_mix for the test set)");
     r("metric_usedbins", metric_usedbins,
-      "sdr/si_sdr: database section of the validation used-bins masks, when the task's "
+      "sdr, si_sdr, stoi, estoi: database section of the validation used-bins masks, when the task's "
       "reconstruct_type needs them");
     r("metric_org_src", metric_org_src,
-      "sdr/si_sdr: database section of the validation sources (as scorer.cfg's org_src)");
+      "sdr, si_sdr, stoi, estoi: database section of the validation sources (as scorer.cfg's org_src)");
     r("metric_references", metric_references,
       "error_rate: database section of the validation transcriptions");
     r("metric_utts", metric_utts,
@@ -112,7 +114,8 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
   if (metric_utts_ < 0) section.fail("metric_utts", "must not be negative (0 = all)");
   const ConfigSection& metric_source =
       section.has("validation_metric") || !context.evaluator ? section : *context.evaluator;
-  if (metric_ != "sdr" && metric_ != "si_sdr" && metric_ != "error_rate")
+  if (metric_ != "sdr" && metric_ != "si_sdr" && metric_ != "stoi" && metric_ != "estoi" &&
+      metric_ != "error_rate")
     metric_source.fail("validation_metric", "'" + metric_ + "' is not one of " +
                                                 join(validation_metrics(), ", "));
   // Signals and label sequences need whole utterances, whatever the stage's segment length.
@@ -158,7 +161,8 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
   auto estimates = reconstructor_->estimates_signals()
                        ? reconstructor_->signals(outputs, /*normalise=*/true)
                        : masked_signals(utterance, outputs);
-  auto references = sources_->read(utterance);
+  int rate = 0;
+  auto references = sources_->read(utterance, &rate);
   if (references.size(0) != estimates.size(0))
     throw DataError("validation utterance " + utterance + ": [" + sources_->section() + "] has " +
                     std::to_string(references.size(0)) + " sources, the reconstructor makes " +
@@ -166,6 +170,11 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
   int64_t length = std::min(references.size(1), estimates.size(1));
   references = references.slice(1, 0, length);
   estimates = estimates.slice(1, 0, length);
+  if (metric_ == "stoi" || metric_ == "estoi") {
+    sum_ += stoi_of_sources(references, estimates, rate, metric_ == "estoi");
+    count_ += 1;
+    return;
+  }
   try {
     auto scores = metric_ == "sdr" ? bss_eval_sources(references, estimates)
                                    : si_sdr_sources(references, estimates);

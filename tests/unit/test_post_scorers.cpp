@@ -381,6 +381,43 @@ UtteranceScore fake_score(double sdr_ss_a, double sdr_ss_b, double sdr_base) {
   return score;
 }
 
+// The per-utterance report of nabu test: utterances by the first metric's improvement, lowest
+// first, each with its mixture kind, speakers, every metric and its files.
+TEST(PostSummary, UtterancesCsvAndTheWorstAreOrderedByImprovement) {
+  SpeakerInfo speakers;
+  speakers["mm"] = {{"s1", "M"}, {"s2", "M"}};
+  speakers["mf"] = {{"s1", "M"}, {"s3", "F"}};
+  speakers["m?"] = {{"s1", "M"}, {"s9", "?"}};
+  ScoreSummary summary({"SDR", "SIR", "SAR"}, speakers);
+  summary.add("mm", fake_score(10, 12, 1));   // SDRi 10
+  summary.add("mf", fake_score(2, 4, 1));     // SDRi 2
+  summary.add("m?", fake_score(6, 6, 0));     // SDRi 6
+  const auto rows = summary.by_improvement();
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], (std::pair<std::string, double>{"mf", 2.0}));
+  EXPECT_EQ(rows[1].first, "m?");
+  EXPECT_EQ(rows[2].first, "mm");
+  const std::map<std::string, std::vector<std::string>> files{
+      {"mf", {"mix/mf.wav", "s1/mf.wav", "s2/mf.wav"}}, {"mm", {"mix/mm.wav"}}};
+  const auto csv = split(summary.utterances_csv(files), '\n');
+  ASSERT_EQ(csv.size(), 5u);  // header, three rows, the final newline
+  EXPECT_EQ(csv[0],
+            "utterance,mixture_kind,speakers,SDR_separated,SDR_mixture,SDR_improvement,"
+            "SIR_separated,SIR_mixture,SIR_improvement,SAR_separated,SAR_mixture,"
+            "SAR_improvement,files");
+  EXPECT_EQ(csv[1], "mf,diff_gen,s1 s3,3.0000,1.0000,2.0000,3.0000,1.0000,2.0000,3.0000,1.0000,"
+                    "2.0000,mix/mf.wav s1/mf.wav s2/mf.wav");
+  EXPECT_EQ(csv[2].substr(0, 17), "m?,unknown,s1 s9,");
+  EXPECT_EQ(csv[2].back(), ',');  // no files known
+  EXPECT_EQ(csv[3].substr(0, 17), "mm,same_gen,s1 s2");
+  const std::string worst = summary.worst_text(2, files);
+  EXPECT_NE(worst.find("the 2 lowest SDR improvements"), std::string::npos) << worst;
+  EXPECT_NE(worst.find("   2.00 dB  mf  mix/mf.wav\n"), std::string::npos) << worst;
+  EXPECT_NE(worst.find("   6.00 dB  m?\n"), std::string::npos) << worst;
+  EXPECT_EQ(worst.find("mm"), std::string::npos) << worst;
+  EXPECT_NE(summary.summary_text("stoi", "").find("mean over mixtures\n"), std::string::npos);
+}
+
 TEST(PostSummary, ResultsJsonLayoutAndStatistics) {
   nabu::testing::TempDir dir;
   nabu::testing::write_text(dir / "spkinfo.txt",

@@ -64,6 +64,11 @@ TEST_F(TrainingRun, TestSubsetsAreWrittenApartAndFoldersHoldOneRun) {
   EXPECT_NE(pointers.find("exp/test/reconstructions/task_2spk/s1/tt_0.wav"), std::string::npos)
       << pointers;
   EXPECT_EQ(pointers.find(".tmp."), std::string::npos) << pointers;
+  // Every utterance in the CSV, worst first, with its files; the worst on the console.
+  const auto csv = read_text(expdir / "test/results_task_2spk_sdr_utterances.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;  // header and 4 utterances
+  EXPECT_NE(csv.find("exp/test/reconstructions/task_2spk/s2/"), std::string::npos) << csv;
+  EXPECT_NE(full.output.find("the 4 lowest SDR improvements"), std::string::npos) << full.output;
 
   auto subset = run_nabu("test --expdir=exp --threads=1 --task=task_2spk --max-utterances=2",
                          dir_.path());

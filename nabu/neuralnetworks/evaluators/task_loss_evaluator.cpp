@@ -32,7 +32,8 @@ std::string evaluator_type(const ConfigSection& section, const ConfigSection* ev
 }
 
 const std::vector<std::string>& validation_metrics() {
-  static const std::vector<std::string> metrics{"loss", "sdr", "si_sdr", "error_rate"};
+  static const std::vector<std::string> metrics{"loss",  "sdr",   "si_sdr",
+                                                "stoi",  "estoi", "error_rate"};
   return metrics;
 }
 

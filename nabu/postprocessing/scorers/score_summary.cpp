@@ -175,13 +175,16 @@ nlohmann::json ScoreSummary::summary_json() const {
   return summary;
 }
 
-std::string ScoreSummary::summary_text(const std::string& scorer_name) const {
+std::string ScoreSummary::summary_text(const std::string& scorer_name,
+                                       const std::string& unit) const {
   // One compact table: per metric the mean over all mixtures, and over same- and
   // different-gender mixtures where genders are known; the rest is in the summary and complete
   // JSON files.
   const auto& scenarios = Scorer::scenarios();  // the estimates, then the mixture (base)
-  std::string out = fmt::format("{} ({}, {} mixtures): mean over mixtures, dB\n", scorer_name,
-                                join(metrics_, ", "), results_.size());
+  std::string out = fmt::format("{} ({}, {} mixtures): mean over mixtures{}\n", scorer_name,
+                                join(metrics_, ", "), results_.size(),
+                                unit.empty() ? "" : ", " + unit);
+  const int decimals = unit.empty() ? 3 : 2;
   out += fmt::format("  {:<8} {:<9} {:>10} {:>10} {:>12}\n", "metric", "mixtures", "separated",
                      "mixture", "improvement");
   for (const auto& metric : metrics_)
@@ -190,11 +193,93 @@ std::string ScoreSummary::summary_text(const std::string& scorer_name) const {
       if (separated.empty()) continue;
       const double estimate = mean_of(separated);
       const double mixture = mean_of(utterance_means(metric, scenarios[1], group));
-      out += fmt::format("  {:<8} {:<9} {:>10.2f} {:>10.2f} {:>12.2f}\n", metric,
-                         group == "all" ? "all" : fmt::format("{} ({})", group == "same_gen" ? "same" : "diff",
-                                                               separated.size()),
-                         estimate, mixture, estimate - mixture);
+      const std::string kind =
+          group == "all" ? "all"
+                         : fmt::format("{} ({})", group == "same_gen" ? "same" : "diff",
+                                       separated.size());
+      out += fmt::format("  {:<8} {:<9} {:>10.{}f} {:>10.{}f} {:>12.{}f}\n", metric, kind,
+                         estimate, decimals, mixture, decimals, estimate - mixture, decimals);
     }
+  return out;
+}
+
+double ScoreSummary::entry_mean(const Entry& entry, const std::string& metric,
+                                const std::string& scenario) {
+  auto by_metric = entry.score.values.find(metric);
+  if (by_metric == entry.score.values.end()) return kNaN;
+  auto by_scenario = by_metric->second.find(scenario);
+  return by_scenario == by_metric->second.end() ? kNaN : mean_of(by_scenario->second);
+}
+
+std::vector<std::pair<std::string, double>> ScoreSummary::by_improvement() const {
+  std::vector<std::pair<std::string, double>> rows;
+  if (metrics_.empty()) return rows;
+  const auto& scenarios = Scorer::scenarios();  // the estimates, then the mixture (base)
+  for (const auto& [utterance, entry] : results_)
+    rows.emplace_back(utterance, entry_mean(entry, metrics_.front(), scenarios[0]) -
+                                     entry_mean(entry, metrics_.front(), scenarios[1]));
+  // Unscorable rows (NaN) first: they are the first to look at.
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    if (std::isnan(a.second) != std::isnan(b.second)) return std::isnan(a.second);
+    return a.second < b.second;
+  });
+  return rows;
+}
+
+namespace {
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+std::string csv_number(double value) {
+  return std::isfinite(value) ? fmt::format("{:.4f}", value) : std::string();
+}
+
+}  // namespace
+
+std::string ScoreSummary::utterances_csv(
+    const std::map<std::string, std::vector<std::string>>& files) const {
+  const auto& scenarios = Scorer::scenarios();
+  std::string csv = "utterance,mixture_kind,speakers";
+  for (const auto& metric : metrics_)
+    csv += "," + metric + "_separated," + metric + "_mixture," + metric + "_improvement";
+  csv += ",files\n";
+  for (const auto& [utterance, improvement] : by_improvement()) {
+    const Entry& entry = results_.at(utterance);
+    const std::string kind = entry.mix_type.at("same_gen")   ? "same_gen"
+                             : entry.mix_type.at("diff_gen") ? "diff_gen"
+                                                             : "unknown";
+    csv += csv_field(utterance) + "," + kind + "," + csv_field(join(entry.ids, " "));
+    for (const auto& metric : metrics_) {
+      const double separated = entry_mean(entry, metric, scenarios[0]);
+      const double mixture = entry_mean(entry, metric, scenarios[1]);
+      csv += "," + csv_number(separated) + "," + csv_number(mixture) + "," +
+             csv_number(separated - mixture);
+    }
+    auto found = files.find(utterance);
+    csv += "," + csv_field(found == files.end() ? "" : join(found->second, " ")) + "\n";
+  }
+  return csv;
+}
+
+std::string ScoreSummary::worst_text(std::size_t count,
+                                     const std::map<std::string, std::vector<std::string>>& files,
+                                     const std::string& unit) const {
+  const auto rows = by_improvement();
+  if (rows.empty() || count == 0) return "";
+  std::string out = fmt::format("  the {} lowest {} improvements (all in the _utterances.csv):\n",
+                                std::min(count, rows.size()), metrics_.front());
+  for (std::size_t i = 0; i < rows.size() && i < count; ++i) {
+    auto found = files.find(rows[i].first);
+    out += fmt::format("    {:>7.{}f}{}  {}{}\n", rows[i].second, unit.empty() ? 3 : 2,
+                       unit.empty() ? "" : " " + unit, rows[i].first,
+                       found == files.end() || found->second.empty() ? ""
+                                                                    : "  " + found->second.front());
+  }
   return out;
 }
 

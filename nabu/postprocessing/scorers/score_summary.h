@@ -44,7 +44,20 @@ class ScoreSummary {
   nlohmann::json summary_json() const;
   // A compact table: per metric the mean of the estimates, of the mixtures and the improvement,
   // over all mixtures and over the same- and different-gender ones where genders are known.
-  std::string summary_text(const std::string& scorer_name) const;
+  // `unit`: the metrics' ("dB": two decimals; empty: a 0..1 score, three).
+  std::string summary_text(const std::string& scorer_name, const std::string& unit = "dB") const;
+  // Per utterance, with the first metric's improvement (separated minus mixture, its mean over
+  // the speakers), lowest first: the utterances worth listening to.
+  std::vector<std::pair<std::string, double>> by_improvement() const;
+  // results_<task>_<type>_utterances.csv: one row per utterance in by_improvement() order:
+  // utterance, mixture kind (same_gen, diff_gen or unknown), speakers, per metric the separated
+  // and mixture means and the improvement, then `files` (the mixture's and the separated wavs).
+  std::string utterances_csv(const std::map<std::string, std::vector<std::string>>& files) const;
+  // The `count` lowest rows of by_improvement() as lines for the console, each with the first of
+  // its files (the mixture); the separated ones are in the CSV.
+  std::string worst_text(std::size_t count,
+                         const std::map<std::string, std::vector<std::string>>& files,
+                         const std::string& unit = "dB") const;
   // Restores the utterances of a complete JSON written earlier (resuming from a checkpoint).
   void load_complete_json(const nlohmann::json& complete);
 
@@ -56,6 +69,9 @@ class ScoreSummary {
   };
   std::vector<double> utterance_means(const std::string& metric, const std::string& scenario,
                                       const std::string& group) const;
+  // The mean over the speakers of one utterance's metric in a scenario (NaN when not scored).
+  static double entry_mean(const Entry& entry, const std::string& metric,
+                           const std::string& scenario);
 
   std::vector<std::string> metrics_;
   SpeakerInfo speakers_;

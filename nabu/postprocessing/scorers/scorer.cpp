@@ -1,5 +1,8 @@
 #include "nabu/postprocessing/scorers/scorer.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu/postprocessing/scorers/bss_eval.h"
@@ -33,9 +36,12 @@ Scorer::Scorer(const ConfigSection& section, std::string type, std::vector<std::
       where_(section.where()) {}
 
 UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
-                                const torch::Tensor& mixture, const torch::Tensor& noise) const {
+                                const torch::Tensor& mixture, const torch::Tensor& noise,
+                                int sample_rate) const {
   if (needs_noise() && !noise.defined())
     throw Error(where_ + ": score_type " + type_ + " needs the noise signal (key noise)");
+  if (needs_sample_rate() && sample_rate <= 0)
+    throw Error(where_ + ": score_type " + type_ + " needs the signals' sample rate");
   if (!references.defined() || !estimates.defined() || !mixture.defined() ||
       references.dim() != 2 || estimates.dim() != 2)
     throw Error(where_ + ": score_type " + type_ +
@@ -57,7 +63,7 @@ UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Te
   for (std::size_t s = 0; s < scenarios().size(); ++s) {
     std::vector<std::vector<double>> values;
     std::vector<int64_t> permutation;
-    score_scenario(references, inputs[s], noise, values, permutation);
+    score_scenario(references, inputs[s], noise, sample_rate, values, permutation);
     for (std::size_t m = 0; m < metrics_.size(); ++m)
       result.values[metrics_[m]][scenarios()[s]] = values.at(m);
     result.permutation[scenarios()[s]] = permutation;
@@ -68,8 +74,8 @@ UtteranceScore Scorer::evaluate(const torch::Tensor& references, const torch::Te
 std::map<std::string, double> Scorer::score(const torch::Tensor& references,
                                             const torch::Tensor& estimates,
                                             const torch::Tensor& mixture,
-                                            const torch::Tensor& noise) const {
-  auto detail = evaluate(references, estimates, mixture, noise);
+                                            const torch::Tensor& noise, int sample_rate) const {
+  auto detail = evaluate(references, estimates, mixture, noise, sample_rate);
   auto mean = [](const std::vector<double>& values) {
     double sum = 0.0;
     for (double v : values) sum += v;
@@ -86,6 +92,51 @@ std::map<std::string, double> Scorer::score(const torch::Tensor& references,
   return averages;
 }
 
+std::vector<int64_t> best_permutation(const std::vector<std::vector<double>>& scores) {
+  const int64_t speakers = static_cast<int64_t>(scores.size());
+  std::vector<int64_t> order(speakers), best;
+  for (int64_t s = 0; s < speakers; ++s) order[s] = s;
+  double best_total = -std::numeric_limits<double>::infinity();
+  do {
+    double total = 0;
+    for (int64_t r = 0; r < speakers; ++r) total += scores[r][order[r]];
+    if (best.empty() || total > best_total) {
+      best_total = total;
+      best = order;
+    }
+  } while (std::next_permutation(order.begin(), order.end()));
+  return best;
+}
+
+void PairScorer::score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                                const torch::Tensor&, int sample_rate,
+                                std::vector<std::vector<double>>& values,
+                                std::vector<int64_t>& permutation) const {
+  const int64_t speakers = references.size(0);
+  const auto refs = references.to(torch::kFloat64);
+  const auto ests = estimates.to(torch::kFloat64);
+  // The baseline repeats the mixture: every pairing is the same, one score per speaker.
+  const bool repeated = speakers > 1 && ests.eq(ests[0].unsqueeze(0)).all().item<bool>();
+  // scores[r][e]: the metrics of estimate e against reference r.
+  std::vector<std::vector<std::vector<double>>> scores(speakers,
+                                                       std::vector<std::vector<double>>(speakers));
+  for (int64_t r = 0; r < speakers; ++r)
+    for (int64_t e = 0; e < speakers; ++e)
+      if (!repeated || e == r) scores[r][e] = score_pair(refs[r], ests[e], sample_rate);
+  std::vector<int64_t> best(speakers);
+  for (int64_t s = 0; s < speakers; ++s) best[s] = s;
+  if (!repeated) {
+    std::vector<std::vector<double>> first(speakers, std::vector<double>(speakers));
+    for (int64_t r = 0; r < speakers; ++r)
+      for (int64_t e = 0; e < speakers; ++e) first[r][e] = scores[r][e].front();
+    best = best_permutation(first);
+  }
+  permutation = best;
+  values.assign(metrics().size(), std::vector<double>(speakers));
+  for (int64_t r = 0; r < speakers; ++r)
+    for (std::size_t m = 0; m < metrics().size(); ++m) values[m][r] = scores[r][best[r]][m];
+}
+
 namespace {
 
 class SdrScorer : public Scorer {
@@ -94,7 +145,7 @@ class SdrScorer : public Scorer {
 
  protected:
   void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
-                      const torch::Tensor&, std::vector<std::vector<double>>& values,
+                      const torch::Tensor&, int, std::vector<std::vector<double>>& values,
                       std::vector<int64_t>& permutation) const override {
     auto scores = bss_eval_sources(references, estimates, 512);
     values = {scores.sdr, scores.sir, scores.sar};
@@ -109,7 +160,7 @@ class SiSdrScorer : public Scorer {
 
  protected:
   void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
-                      const torch::Tensor&, std::vector<std::vector<double>>& values,
+                      const torch::Tensor&, int, std::vector<std::vector<double>>& values,
                       std::vector<int64_t>& permutation) const override {
     auto scores = si_sdr_sources(references, estimates);
     values = {scores.sdr, scores.sir, scores.sar};
@@ -130,7 +181,7 @@ class SdrSnrScorer : public Scorer {
 
  protected:
   void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
-                      const torch::Tensor& noise, std::vector<std::vector<double>>& values,
+                      const torch::Tensor& noise, int, std::vector<std::vector<double>>& values,
                       std::vector<int64_t>& permutation) const override {
     auto scores = bss_eval_sources_with_noise(references, estimates, noise, 512);
     values = {scores.sdr, scores.sir, scores.snr, scores.sar};
@@ -169,5 +220,15 @@ NABU_REGISTER_WITH_OPTIONS(scorer_registry, "sdr_snr", make<SdrSnrScorer>, Score
                            "(key noise)")
 NABU_REGISTER_WITH_OPTIONS(scorer_registry, "si_sdr", make<SiSdrScorer>, ScorerOptions,
                            "scale-invariant SDR (zero-mean), SI-SIR, SI-SAR and improvements")
+NABU_REGISTER_WITH_OPTIONS(scorer_registry, "stoi",
+                           [](const ConfigSection& s) { return make_stoi_scorer(s, false); },
+                           ScorerOptions,
+                           "short-time objective intelligibility (Taal et al. 2011), 0..1, and "
+                           "its improvement over the mixture")
+NABU_REGISTER_WITH_OPTIONS(scorer_registry, "estoi",
+                           [](const ConfigSection& s) { return make_stoi_scorer(s, true); },
+                           ScorerOptions,
+                           "extended STOI (Jensen & Taal 2016), 0..1, and its improvement over "
+                           "the mixture")
 
 }  // namespace nabu

@@ -48,24 +48,30 @@ class Scorer {
 
   // references [S, N], estimates [S, N], mixture [N] or [1, N]; all the same length N (the
   // original scores signals of one snip). The mixture is duplicated S times as the baseline.
-  // `noise` [N]: the noise signal, for scorers that need_noise().
+  // `noise` [N]: the noise signal, for scorers that need_noise(). `sample_rate`: the signals'
+  // rate in Hz, for scorers that need it (stoi, estoi); 0 = unknown.
   UtteranceScore evaluate(const torch::Tensor& references, const torch::Tensor& estimates,
-                          const torch::Tensor& mixture, const torch::Tensor& noise = {}) const;
+                          const torch::Tensor& mixture, const torch::Tensor& noise = {},
+                          int sample_rate = 0) const;
   virtual bool needs_noise() const { return false; }
+  virtual bool needs_sample_rate() const { return false; }
+  // The unit of the metrics ("dB"; empty for a score such as STOI).
+  virtual std::string unit() const { return "dB"; }
 
   // Per utterance averages over the speakers: for every metric M, "M" (estimates), "M_base"
   // (mixture) and the improvement "Mi" = M - M_base (so SDR, SDR_base, SDRi, ...).
   std::map<std::string, double> score(const torch::Tensor& references,
                                       const torch::Tensor& estimates,
                                       const torch::Tensor& mixture,
-                                      const torch::Tensor& noise = {}) const;
+                                      const torch::Tensor& noise = {},
+                                      int sample_rate = 0) const;
 
  protected:
   Scorer(const ConfigSection& section, std::string type, std::vector<std::string> metrics);
-  // Scores of `estimates` [S, N] against `references` [S, N] (and `noise` [N] or undefined), one
-  // list per metric, plus the permutation.
+  // Scores of `estimates` [S, N] against `references` [S, N] (and `noise` [N] or undefined; the
+  // rate, or 0), one list per metric, plus the permutation.
   virtual void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
-                              const torch::Tensor& noise,
+                              const torch::Tensor& noise, int sample_rate,
                               std::vector<std::vector<double>>& values,
                               std::vector<int64_t>& permutation) const = 0;
 
@@ -76,8 +82,30 @@ class Scorer {
   std::string where_;
 };
 
+// The assignment of estimates to references (perm[r]: the estimate of reference r) of the highest
+// total of scores[r][e] (brute force over the S! orders; S is the number of speakers).
+std::vector<int64_t> best_permutation(const std::vector<std::vector<double>>& scores);
+
+// A scorer of single pairs (reference, estimate) of one metric each, given a function of the two:
+// the permutation of the estimates is the one of the highest mean over the speakers.
+class PairScorer : public Scorer {
+ protected:
+  PairScorer(const ConfigSection& section, std::string type, std::vector<std::string> metrics)
+      : Scorer(section, std::move(type), std::move(metrics)) {}
+  // Every metric of estimate `estimate` against `reference`, both double [N].
+  virtual std::vector<double> score_pair(const torch::Tensor& reference,
+                                         const torch::Tensor& estimate,
+                                         int sample_rate) const = 0;
+  void score_scenario(const torch::Tensor& references, const torch::Tensor& estimates,
+                      const torch::Tensor& noise, int sample_rate,
+                      std::vector<std::vector<double>>& values,
+                      std::vector<int64_t>& permutation) const override;
+};
+
 using ScorerPtr = std::shared_ptr<Scorer>;
 using ScorerRegistry = Registry<ScorerPtr, const ConfigSection&>;
+// score_type stoi (extended: estoi), postprocessing/scorers/stoi.cpp.
+ScorerPtr make_stoi_scorer(const ConfigSection& section, bool extended);
 ScorerRegistry& scorer_registry();
 
 // The scorers named by the section's `score_type` (a space-separated list, as the original).
