@@ -43,6 +43,8 @@ struct ExperimentLayout {
   std::filesystem::path statistics_dir() const { return root / "statistics"; }
   std::filesystem::path log() const { return root / "run.log"; }
   std::filesystem::path val_sum() const { return root / "val_sum.json"; }
+  // Every stage's TensorBoard run (StageLayout::tensorboard_dir).
+  std::filesystem::path tensorboard_dir() const { return root / "tensorboard"; }
   std::filesystem::path train_options() const { return root / "train_options.json"; }
   std::filesystem::path overrides() const { return root / "overrides.txt"; }
   // The identity of every store the experiment read (processing/store_record.h).

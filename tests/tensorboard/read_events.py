@@ -2,7 +2,8 @@
 """Reads an experiment's TensorBoard event files with TensorBoard's own reader (its
 EventAccumulator, which verifies every record's CRC and drops what a resumed run trains again) and
 checks that every number of every stage's metrics.jsonl is there as a scalar at its step, once,
-with its value (as a 32-bit float), and nothing else is.
+with its value (as a 32-bit float), and nothing else is; with log_norms (norms in the update
+records), that every parameter has a histogram at every validation, once.
 
   read_events.py EXPDIR
 
@@ -32,33 +33,61 @@ def numbers(tag, value, out):
             numbers(tag + "/" + str(index), child, out)
 
 
-def expected_scalars(metrics_path):
+def read_records(metrics_path):
+    with open(metrics_path) as handle:
+        return [json.loads(line) for line in handle]
+
+
+def expected_scalars(records):
     """(tag, step) -> value; a step logged twice (trained again after a resume) keeps its last."""
     expected = {}
-    with open(metrics_path) as handle:
-        for line in handle:
-            record = json.loads(line)
-            if not isinstance(record.get("step"), int):
-                continue
-            kind = record.get("type", "record")
-            values = {}
-            for key, value in record.items():
-                if key not in ("type", "stage", "step"):
-                    numbers(kind + "/" + key, value, values)
-            if kind == "train" and isinstance(record.get("seconds"), (int, float)):
-                values["train/seconds_per_update"] = float(record["seconds"])
-                if record["seconds"] > 0 and isinstance(record.get("examples"), (int, float)):
-                    values["train/examples_per_second"] = record["examples"] / record["seconds"]
-            for tag, value in values.items():
-                expected[(tag, record["step"])] = value
+    for record in records:
+        if not isinstance(record.get("step"), int):
+            continue
+        kind = record.get("type", "record")
+        values = {}
+        for key, value in record.items():
+            if key not in ("type", "stage", "step"):
+                numbers(kind + "/" + key, value, values)
+        if kind == "train" and isinstance(record.get("seconds"), (int, float)):
+            values["train/seconds_per_update"] = float(record["seconds"])
+            if record["seconds"] > 0 and isinstance(record.get("examples"), (int, float)):
+                values["train/examples_per_second"] = record["examples"] / record["seconds"]
+        for tag, value in values.items():
+            expected[(tag, record["step"])] = value
     return expected
 
 
+def check_histograms(stage, records, accumulator):
+    """With log_norms, every parameter's histogram at every validation step, once."""
+    if not any("norms" in record for record in records if record.get("type") == "train"):
+        return []
+    validations = sorted({record["step"] for record in records
+                          if record.get("type") == "validation"})
+    tags = accumulator.Tags()["histograms"]
+    if not tags:
+        return ["%s: log_norms is on but TensorBoard has no histogram" % stage]
+    problems = []
+    for tag in tags:
+        events = accumulator.Histograms(tag)
+        steps = [event.step for event in events]
+        if sorted(steps) != validations:
+            problems.append("%s: histogram %s at steps %s, validations at %s" %
+                            (stage, tag, steps, validations))
+        for event in events:
+            value = event.histogram_value
+            if value.num <= 0 or sum(value.bucket) != value.num or value.min > value.max:
+                problems.append("%s: histogram %s at step %d is inconsistent" %
+                                (stage, tag, event.step))
+    return problems
+
+
 def check_stage(expdir, stage):
-    expected = expected_scalars(os.path.join(expdir, stage, "metrics.jsonl"))
+    records = read_records(os.path.join(expdir, stage, "metrics.jsonl"))
+    expected = expected_scalars(records)
     run = os.path.join(expdir, "tensorboard", stage)
     accumulator = event_accumulator.EventAccumulator(
-        run, size_guidance={event_accumulator.SCALARS: 0})
+        run, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.HISTOGRAMS: 0})
     accumulator.Reload()
     problems = []
     found = {}
@@ -77,6 +106,7 @@ def check_stage(expdir, stage):
                             (stage, key[0], key[1], found[key], value))
     for key in sorted(set(found) - set(expected)):
         problems.append("%s: %s at step %d is in TensorBoard only" % (stage, key[0], key[1]))
+    problems += check_histograms(stage, records, accumulator)
     return len(expected), problems
 
 

@@ -592,9 +592,12 @@ TEST_F(TrainingRun, OverwriteStartsTheExperimentOverAndWithoutItASecondRunIsRefu
       << again.output;
   EXPECT_TRUE(fs::exists(dir_ / "exp/100/logdir/stale.marker"));
   write_text(dir_ / "exp/stores.json", "{\"not\": \"a record of these stores\"}");
+  write_text(dir_ / "exp/tensorboard/100/stale.marker", "the first run's curves");
   auto over = train("exp", run + " --overwrite --max-steps=2,0");
   ASSERT_EQ(over.exit_code, 0) << over.output;
   EXPECT_FALSE(fs::exists(dir_ / "exp/100/logdir/stale.marker"));
+  EXPECT_FALSE(fs::exists(dir_ / "exp/tensorboard/100/stale.marker"));
+  EXPECT_FALSE(fs::is_empty(dir_ / "exp/tensorboard/100"));  // this run's event file
   auto losses = training_losses_by_step(dir_ / "exp/100/metrics.jsonl");
   ASSERT_EQ(losses.size(), 2u);  // a fresh metrics.jsonl, not the first run's plus two
   EXPECT_EQ(losses.begin()->first, 1);

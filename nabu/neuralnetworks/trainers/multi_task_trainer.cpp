@@ -249,6 +249,17 @@ bool MultiTaskTrainer::validate() {
   const double seconds = seconds_since(start);
   outcome.record["seconds"] = seconds;
   progress_->validation(outcome.record, fmt::format("{} in {:.1f} s", outcome.text, seconds));
+  if (options_.profiling.log_norms && progress_->enabled()) {
+    // The distribution of every parameter tensor, as TensorBoard histograms.
+    std::vector<std::pair<std::string, std::vector<double>>> values;
+    for (const auto& [name, tensor] : bank_->named_parameters()) {
+      auto flat = tensor.detach().to(torch::kCPU, torch::kFloat64).contiguous().view(-1);
+      values.emplace_back("parameters/" + name,
+                          std::vector<double>(flat.data_ptr<double>(),
+                                              flat.data_ptr<double>() + flat.numel()));
+    }
+    progress_->histograms(state_.step, values);
+  }
   if (!follow(outcome.decision, outcome.total)) return false;
   pending_validation_seconds_ += seconds_since(start);
   return true;

@@ -71,6 +71,12 @@ void TrainingProgress::validation(nlohmann::json record, const std::string& line
   write(record);
 }
 
+void TrainingProgress::histograms(
+    int64_t step, const std::vector<std::pair<std::string, std::vector<double>>>& values) {
+  if (!tensorboard_) return;
+  for (const auto& [tag, numbers] : values) tensorboard_->histogram(tag, step, numbers);
+}
+
 void TrainingProgress::record(nlohmann::json record) {
   if (!metrics_) return;
   record["stage"] = stage_;

@@ -118,6 +118,7 @@ Recipe prepare_experiment(const TrainingRunOptions& run) {
       if (entry.is_directory() && fs::exists(StageLayout{entry.path()}.logdir()))
         fs::remove_all(entry.path());
     fs::remove(ExperimentLayout{expdir}.val_sum(), ec);
+    fs::remove_all(ExperimentLayout{expdir}.tensorboard_dir(), ec);  // the old run's curves
     // The stores the old training read are not this one's (it may read remade ones).
     fs::remove(ExperimentLayout{expdir}.stores_record(), ec);
   }
@@ -222,9 +223,8 @@ void require_stored_stage_segments(const Recipe& recipe) {
   }
 }
 
-}  // namespace
-
-void run_training(const TrainingRunOptions& requested) {
+// The options the run trains with: the requested ones, or a resumed run's as it was started.
+TrainingRunOptions checked_run_options(const TrainingRunOptions& requested) {
   TrainingRunOptions checked = requested;
   // train_options.json is written last when an experiment is prepared: without it nothing was
   // trained yet. A rerun of the command that was killed that early (--resume added, as a job
@@ -236,8 +236,7 @@ void run_training(const TrainingRunOptions& requested) {
     checked.resume = false;
     checked.overwrite = true;
   }
-  const TrainingRunOptions run =
-      checked.resume ? recorded_run_options(checked.expdir, checked) : checked;
+  TrainingRunOptions run = checked.resume ? recorded_run_options(checked.expdir, checked) : checked;
   // A resumed run continues the schedule it was started with (its data order follows it).
   if (checked.resume && checked.max_steps != std::vector<int64_t>{-1} &&
       checked.max_steps != run.max_steps)
@@ -246,7 +245,11 @@ void run_training(const TrainingRunOptions& requested) {
                             "further in a new --expdir",
                             fmt::join(checked.max_steps, ","), checked.expdir.string(),
                             fmt::join(run.max_steps, ",")));
-  const fs::path& expdir = run.expdir;
+  return run;
+}
+
+// The seed of a resumed run, the stop signals, deterministic algorithms.
+void set_up_process(const TrainingRunOptions& run) {
   if (run.resume) torch::manual_seed(run.seed);
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
@@ -254,33 +257,53 @@ void run_training(const TrainingRunOptions& requested) {
   // warn_only: LibTorch flags a few ops (max_unpool2d of encoder_decoder_cnn) as nondeterministic
   // for CUDA's sake; their CPU kernels write each output once, so they stay reproducible here.
   if (run.deterministic) torch::globalContext().setDeterministicAlgorithms(true, true);
+}
+
+// A new run's checks of the recipe as given; returns the training device.
+c10::Device check_recipe_as_given(const TrainingRunOptions& run) {
+  // The recipe as given is read (and its warnings logged) before the experiment is prepared,
+  // so that a bad device or precision leaves no experiment folder behind.
+  Recipe source = Recipe::load(run.recipe, parse_overrides(run.sets));
+  for (const auto& warning : source.warnings()) spdlog::warn("{}", warning);
+  c10::Device device = training_device(source, run.device);
+  require_stored_stage_segments(source);
+  resolve_stages(read_trainer_options(source.get("trainer.cfg")), run.max_steps);
+  return device;
+}
+
+// A resumed run's recipe, the copy in its experiment; sets `device`.
+Recipe load_resumed_recipe(const TrainingRunOptions& run, bool chief, c10::Device& device) {
+  const fs::path& expdir = run.expdir;
+  if (!fs::exists(expdir / "trainer.cfg") ||
+      !fs::exists(ExperimentLayout{expdir}.train_options()))
+    throw Error(expdir.string() + " holds no experiment to resume (no train_options.json); "
+                "start it without --resume, or give --recipe");
+  check_resumed_overrides(expdir, run.sets);
+  Recipe recipe = Recipe::load(expdir);
+  for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
+  device = training_device(recipe, run.device);
+  if (chief) log_to_file(ExperimentLayout{expdir}.log());
+  spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
+               run.seed, fmt::join(run.max_steps, ","),
+               run.deterministic ? ", deterministic" : "");
+  return recipe;
+}
+
+}  // namespace
+
+void run_training(const TrainingRunOptions& requested) {
+  const TrainingRunOptions run = checked_run_options(requested);
+  const fs::path& expdir = run.expdir;
+  set_up_process(run);
   // World size 1 without the torchrun variables: a LocalCommunicator, nothing changes.
   auto environment = DistributedEnvironment::from_environment();
   const bool chief = environment.rank == 0;
 
   Recipe recipe;
   c10::Device device(c10::kCPU);
-  if (!run.resume) {
-    // The recipe as given is read (and its warnings logged) before the experiment is prepared,
-    // so that a bad device or precision leaves no experiment folder behind.
-    Recipe source = Recipe::load(run.recipe, parse_overrides(run.sets));
-    for (const auto& warning : source.warnings()) spdlog::warn("{}", warning);
-    device = training_device(source, run.device);
-    require_stored_stage_segments(source);
-    resolve_stages(read_trainer_options(source.get("trainer.cfg")), run.max_steps);
-  }
+  if (!run.resume) device = check_recipe_as_given(run);
   if (run.resume) {
-    if (!fs::exists(expdir / "trainer.cfg") ||
-        !fs::exists(ExperimentLayout{expdir}.train_options()))
-      throw Error(expdir.string() + " holds no experiment to resume (no train_options.json); "
-                  "start it without --resume, or give --recipe");
-    check_resumed_overrides(expdir, run.sets);
-    recipe = Recipe::load(expdir);
-    for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
-    device = training_device(recipe, run.device);
-    if (chief) log_to_file(ExperimentLayout{expdir}.log());
-    spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
-                 run.seed, fmt::join(run.max_steps, ","), run.deterministic ? ", deterministic" : "");
+    recipe = load_resumed_recipe(run, chief, device);
   } else if (!chief) {
     // The chief prepares the experiment directory; the others read the recipe as given.
     recipe = Recipe::load(run.recipe, parse_overrides(run.sets));
