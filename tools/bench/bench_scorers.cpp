@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   const double minutes = 2.0 * length / rate_a / 60.0;  // two speakers scored
   std::printf("%s and %s, %d Hz, %.1f s each, %d thread(s), %d repeats\n", files[0].c_str(),
               files[1].c_str(), rate_a, seconds, threads, repeats);
-  std::printf("%-8s %14s %10s\n", "scorer", "s per minute", "value");
+  std::printf("%-8s %14s %22s %10s\n", "scorer", "s per minute", "range", "value");
   for (const std::string scorer : {"stoi", "estoi", "si_sdr", "sdr"}) {
     std::vector<double> times;
     double value = 0;
@@ -97,7 +97,9 @@ int main(int argc, char** argv) {
       times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
                           .count());
     }
-    std::printf("%-8s %14.3f %10.3f\n", scorer.c_str(), median(times) / minutes, value);
+    const auto [low, high] = std::minmax_element(times.begin(), times.end());
+    std::printf("%-8s %14.3f %10.3f - %9.3f %10.3f\n", scorer.c_str(), median(times) / minutes,
+                *low / minutes, *high / minutes, value);
   }
   return 0;
 }
