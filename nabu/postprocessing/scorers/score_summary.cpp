@@ -185,7 +185,7 @@ std::string ScoreSummary::summary_text(const std::string& scorer_name,
                                 join(metrics_, ", "), results_.size(),
                                 unit.empty() ? "" : ", " + unit);
   const int decimals = unit.empty() ? 3 : 2;
-  out += fmt::format("  {:<8} {:<9} {:>10} {:>10} {:>12}\n", "metric", "mixtures", "separated",
+  out += fmt::format("  {:<8} {:<10} {:>10} {:>10} {:>12}\n", "metric", "mixtures", "separated",
                      "mixture", "improvement");
   for (const auto& metric : metrics_)
     for (const std::string group : {"all", "same_gen", "diff_gen"}) {
@@ -197,7 +197,7 @@ std::string ScoreSummary::summary_text(const std::string& scorer_name,
           group == "all" ? "all"
                          : fmt::format("{} ({})", group == "same_gen" ? "same" : "diff",
                                        separated.size());
-      out += fmt::format("  {:<8} {:<9} {:>10.{}f} {:>10.{}f} {:>12.{}f}\n", metric, kind,
+      out += fmt::format("  {:<8} {:<10} {:>10.{}f} {:>10.{}f} {:>12.{}f}\n", metric, kind,
                          estimate, decimals, mixture, decimals, estimate - mixture, decimals);
     }
   return out;
