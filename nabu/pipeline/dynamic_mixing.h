@@ -16,6 +16,7 @@
 
 #include "nabu/core/recipe.h"
 #include "nabu/pipeline/batch.h"
+#include "nabu/pipeline/dynamic_mixing_options.h"
 #include "nabu/pipeline/example_source.h"
 #include "nabu/processing/channels.h"
 #include "nabu/processing/data_list.h"
@@ -84,18 +85,6 @@ MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
 // formants together), by resampling with libsoxr; exactly `length` samples (about N / speed; the
 // resampler's total may differ from that by a sample).
 torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t length);
-
-struct DynamicMixingOptions {
-  std::vector<std::string> source_lists;  // empty: the sources on the task's target lines
-  std::vector<std::string> utt2spk;       // none, one for all lists, or one per list
-  std::vector<double> shares;             // none (speakers uniform), or one weight per list
-  double level_range = 5.0;  // dB: relative level of two sources in [-range, range]
-  double speed_range = 0.0;  // speed perturbation: each source at a speed in [1-r, 1+r]
-  ChannelOptions channels;   // channel augmentation, per source
-  int64_t examples_per_epoch = 0;
-  std::string segment_length = "full";  // "full" or frames: a random crop of that many frames
-  uint64_t seed = 0;
-};
 
 class DynamicMixtureSet : public ExampleSource {
  public:

@@ -26,15 +26,7 @@ TaskGradients::TaskGradients(const ConfigSection& section, const ConfigFile* los
     // trainset_frac keeps the first int(N * frac) examples (docs/trainer.md).
     options.keep_fraction = spec_.trainset_frac;
     if (data.dynamic_mixing) {
-      DynamicMixingOptions mixing;
-      mixing.source_lists = data.dynamic_mixing_sources;
-      mixing.utt2spk = data.dynamic_mixing_utt2spk;
-      mixing.shares = data.dynamic_mixing_shares;
-      mixing.level_range = data.dynamic_mixing_level_range;
-      mixing.speed_range = data.dynamic_mixing_speed_range;
-      mixing.channels = {data.dynamic_mixing_reverb, data.dynamic_mixing_tilt_range,
-                         data.dynamic_mixing_telephone, data.dynamic_mixing_gsm,
-                         data.dynamic_mixing_codec2};
+      DynamicMixingOptions mixing = data.mixing;  // trainer.cfg's, whole
       mixing.seed =
           seed * 1000003ULL + stable_hash("dynamic mixing/" + spec_.name + "/" + set.name);
       options.mixing = mixing;

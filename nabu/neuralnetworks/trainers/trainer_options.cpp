@@ -259,37 +259,37 @@ void declare_dynamic_mixing_sources(OptionsReader& r, DataOptions& d) {
   r("dynamic_mixing", d.dynamic_mixing,
     "new: training examples are new mixtures every epoch, made from single-speaker sources and "
     "computed by the tasks' own processors (docs/dynamic_mixing.md)");
-  r("dynamic_mixing_sources", d.dynamic_mixing_sources,
+  r("dynamic_mixing_sources", d.mixing.source_lists,
     "new: source lists, 'utterance wav' lines (empty: the sources on the lines of each task's "
     "target section)");
-  r("dynamic_mixing_utt2spk", d.dynamic_mixing_utt2spk,
+  r("dynamic_mixing_utt2spk", d.mixing.utt2spk,
     "new: 'utterance speaker' lines, so that no mixture has one speaker twice: one file for all "
     "source lists, or one per list (a speaker is then a speaker of its list)");
-  r("dynamic_mixing_shares", d.dynamic_mixing_shares,
+  r("dynamic_mixing_shares", d.mixing.shares,
     "new: one weight per source list: each source of a mixture comes from list i with "
     "probability share_i / sum (then a speaker of that list not yet in the mixture), so "
     "'0.5 0.5' mixes recorded with recorded, recorded with synthetic and synthetic with "
     "synthetic as 1:2:1; empty = speakers drawn uniformly from all lists");
-  r("dynamic_mixing_level_range", d.dynamic_mixing_level_range,
+  r("dynamic_mixing_level_range", d.mixing.level_range,
     "new: relative level of two sources, uniform in +-this many dB");
-  r("dynamic_mixing_speed_range", d.dynamic_mixing_speed_range,
+  r("dynamic_mixing_speed_range", d.mixing.speed_range,
     "new: speed perturbation of each source, a speed uniform in 1 +- this (0.1: 0.9 to 1.1; "
     "tempo, pitch and formants together, as sox speed); 0 = off");
 }
 
 void declare_dynamic_mixing_channels(OptionsReader& r, DataOptions& d) {
-  r("dynamic_mixing_reverb", d.dynamic_mixing_reverb,
+  r("dynamic_mixing_reverb", d.mixing.channels.reverb,
     "new: probability that a source is heard in a synthetic room (RT60 0.2-0.8 s, direct to "
     "reverberant ratio 0-10 dB); its target is the reverberant source");
-  r("dynamic_mixing_tilt_range", d.dynamic_mixing_tilt_range,
+  r("dynamic_mixing_tilt_range", d.mixing.channels.tilt_range,
     "new: spectral tilt of each source (a microphone), uniform in +- this many dB between "
     "Nyquist and 0 Hz; 0 = off");
-  r("dynamic_mixing_telephone", d.dynamic_mixing_telephone,
+  r("dynamic_mixing_telephone", d.mixing.channels.telephone,
     "new: probability that a source is band-limited to 300-3400 Hz (a telephone line)");
-  r("dynamic_mixing_gsm", d.dynamic_mixing_gsm,
+  r("dynamic_mixing_gsm", d.mixing.channels.gsm,
     "new: probability that a source goes through a GSM 06.10 round trip (a mobile phone's "
     "codec; 8 kHz sources)");
-  r("dynamic_mixing_codec2", d.dynamic_mixing_codec2,
+  r("dynamic_mixing_codec2", d.mixing.channels.codec2,
     "new: probability that a source goes through a Codec 2 round trip at 3200, 2400, 1600 or "
     "1200 bit/s, drawn uniformly (a digital radio's vocoder; 8 kHz sources)");
 }
@@ -303,18 +303,18 @@ void check_data_batching(const OptionsReader& r, const DataOptions& d) {
 }
 
 void check_dynamic_mixing_ranges(const OptionsReader& r, const DataOptions& d) {
-  r.require(d.dynamic_mixing_level_range >= 0, "dynamic_mixing_level_range",
+  r.require(d.mixing.level_range >= 0, "dynamic_mixing_level_range",
             "must not be negative");
-  r.require(d.dynamic_mixing_speed_range >= 0 && d.dynamic_mixing_speed_range < 0.5,
+  r.require(d.mixing.speed_range >= 0 && d.mixing.speed_range < 0.5,
             "dynamic_mixing_speed_range", "must be in [0, 0.5)");
-  r.require(d.dynamic_mixing_tilt_range >= 0 && d.dynamic_mixing_tilt_range <= 20,
+  r.require(d.mixing.channels.tilt_range >= 0 && d.mixing.channels.tilt_range <= 20,
             "dynamic_mixing_tilt_range", "must be in [0, 20] dB");
   for (auto [key, value] : {std::pair<const char*, double>{"dynamic_mixing_reverb",
-                                                          d.dynamic_mixing_reverb},
-                            {"dynamic_mixing_telephone", d.dynamic_mixing_telephone},
-                            {"dynamic_mixing_gsm", d.dynamic_mixing_gsm},
-                            {"dynamic_mixing_codec2", d.dynamic_mixing_codec2},
-                            {"dynamic_mixing_tilt_range", d.dynamic_mixing_tilt_range}}) {
+                                                          d.mixing.channels.reverb},
+                            {"dynamic_mixing_telephone", d.mixing.channels.telephone},
+                            {"dynamic_mixing_gsm", d.mixing.channels.gsm},
+                            {"dynamic_mixing_codec2", d.mixing.channels.codec2},
+                            {"dynamic_mixing_tilt_range", d.mixing.channels.tilt_range}}) {
     if (key != std::string("dynamic_mixing_tilt_range"))
       r.require(value >= 0 && value <= 1, key, "is a probability: must be in [0, 1]");
     r.require(d.dynamic_mixing || value == 0, key,
@@ -323,28 +323,28 @@ void check_dynamic_mixing_ranges(const OptionsReader& r, const DataOptions& d) {
 }
 
 void check_dynamic_mixing_lists(const OptionsReader& r, const DataOptions& d) {
-  r.require(d.dynamic_mixing || d.dynamic_mixing_sources.empty(), "dynamic_mixing_sources",
+  r.require(d.dynamic_mixing || d.mixing.source_lists.empty(), "dynamic_mixing_sources",
             "is set but dynamic_mixing is False");
-  r.require(d.dynamic_mixing_sources.size() > 0 || d.dynamic_mixing_utt2spk.empty(),
+  r.require(d.mixing.source_lists.size() > 0 || d.mixing.utt2spk.empty(),
             "dynamic_mixing_utt2spk",
             "needs dynamic_mixing_sources (the lists it names speakers of)");
-  r.require(d.dynamic_mixing_utt2spk.size() <= 1 ||
-                d.dynamic_mixing_utt2spk.size() == d.dynamic_mixing_sources.size(),
+  r.require(d.mixing.utt2spk.size() <= 1 ||
+                d.mixing.utt2spk.size() == d.mixing.source_lists.size(),
             "dynamic_mixing_utt2spk",
-            "has " + std::to_string(d.dynamic_mixing_utt2spk.size()) + " files for " +
-                std::to_string(d.dynamic_mixing_sources.size()) +
+            "has " + std::to_string(d.mixing.utt2spk.size()) + " files for " +
+                std::to_string(d.mixing.source_lists.size()) +
                 " dynamic_mixing_sources; give one for all lists or one per list");
-  r.require(d.dynamic_mixing_shares.empty() ||
-                d.dynamic_mixing_shares.size() == d.dynamic_mixing_sources.size(),
+  r.require(d.mixing.shares.empty() ||
+                d.mixing.shares.size() == d.mixing.source_lists.size(),
             "dynamic_mixing_shares",
             "needs one weight per dynamic_mixing_sources list (" +
-                std::to_string(d.dynamic_mixing_sources.size()) + ")");
+                std::to_string(d.mixing.source_lists.size()) + ")");
   double share_total = 0;
-  for (double share : d.dynamic_mixing_shares) {
+  for (double share : d.mixing.shares) {
     r.require(share >= 0, "dynamic_mixing_shares", "must not be negative");
     share_total += share;
   }
-  r.require(d.dynamic_mixing_shares.empty() || share_total > 0, "dynamic_mixing_shares",
+  r.require(d.mixing.shares.empty() || share_total > 0, "dynamic_mixing_shares",
             "must not all be 0");
 }
 

@@ -9,6 +9,7 @@
 
 #include "nabu/core/config.h"
 #include "nabu/core/options.h"
+#include "nabu/pipeline/dynamic_mixing_options.h"
 
 namespace nabu {
 
@@ -103,14 +104,9 @@ struct DataOptions {
   int prefetch = 4;     // batches the loader keeps ready
   // New: new training mixtures every epoch (pipeline/dynamic_mixing.h).
   bool dynamic_mixing = false;
-  std::vector<std::string> dynamic_mixing_sources;
-  std::vector<std::string> dynamic_mixing_utt2spk;  // one for all lists, or one per list
-  std::vector<double> dynamic_mixing_shares;         // one weight per list; empty = by speaker
-  double dynamic_mixing_level_range = 5.0;
-  double dynamic_mixing_speed_range = 0.0;
-  // Channel augmentation of each source (pipeline/dynamic_mixing.h ChannelOptions).
-  double dynamic_mixing_reverb = 0.0, dynamic_mixing_tilt_range = 0.0;
-  double dynamic_mixing_telephone = 0.0, dynamic_mixing_gsm = 0.0, dynamic_mixing_codec2 = 0.0;
+  // The dynamic_mixing_* keys, as dynamic mixing takes them whole (every task adds its seed,
+  // segment length and examples per epoch).
+  DynamicMixingOptions mixing;
 
   void declare(OptionsReader& r);
 };
