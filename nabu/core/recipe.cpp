@@ -79,8 +79,7 @@ void resolve_paths_against(std::map<std::string, ConfigFile>& files, const fs::p
 
 Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& overrides,
                     std::vector<std::string>* errors) {
-  // Runs `action`; with an error list, a ConfigError is recorded there instead of thrown.
-  auto attempt = [errors](const auto& action) {
+  const Attempt attempt = [errors](const std::function<void()>& action) {
     if (!errors) return action(), true;
     try {
       action();
@@ -123,36 +122,7 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
     // "recipes/X/" and "recipes/X" are one recipe.
     recipe.origin_ = (folder.has_filename() ? folder : folder.parent_path()).string();
   }
-  // Processor configs: loaded from where database.conf points, overrides matched by file name.
-  if (const ConfigFile* database = recipe.find("database.conf")) {
-    for (const auto& section : database->sections()) {
-      if (!section.has("processor_config")) continue;
-      fs::path path;
-      try {
-        path = recipe.processor_config_path(section);
-      } catch (const ConfigError&) {
-        continue;  // reported by whoever needs the section (data preparation, check)
-      }
-      std::string key = fs::absolute(path).lexically_normal().string();
-      if (recipe.processor_configs_.count(key)) continue;
-      std::string name = path.filename().string();
-      present.insert(name);
-      // A file of the recipe folder was warned about, or reported, above.
-      std::error_code not_same;
-      bool in_folder = fs::equivalent(path, dir / name, not_same);
-      if (in_folder && recipe.unreadable_.count(name)) continue;
-      ConfigFile* config = nullptr;
-      if (!attempt([&] {
-            config = &recipe.processor_configs_.emplace(key, ConfigFile::load(path)).first->second;
-          })) {
-        recipe.unreadable_.insert(name);
-        continue;
-      }
-      if (!in_folder)
-        for (const auto& warning : config->warnings()) recipe.warnings_.push_back(warning);
-      attempt([&] { apply_overrides(*config, name, overrides); });
-    }
-  }
+  recipe.load_processor_configs(overrides, present, attempt);
   if (experiment) resolve_paths_against(recipe.processor_configs_, dir);
   for (const auto& override_ : overrides) {
     if (present.count(override_.file)) continue;
@@ -164,6 +134,40 @@ Recipe Recipe::load(const fs::path& dir, const std::vector<ConfigOverride>& over
     });
   }
   return recipe;
+}
+
+void Recipe::load_processor_configs(const std::vector<ConfigOverride>& overrides,
+                                    std::set<std::string>& present, const Attempt& attempt) {
+  // Loaded from where database.conf points, overrides matched by file name.
+  const ConfigFile* database = find("database.conf");
+  if (!database) return;
+  for (const auto& section : database->sections()) {
+    if (!section.has("processor_config")) continue;
+    fs::path path;
+    try {
+      path = processor_config_path(section);
+    } catch (const ConfigError&) {
+      continue;  // reported by whoever needs the section (data preparation, check)
+    }
+    std::string key = fs::absolute(path).lexically_normal().string();
+    if (processor_configs_.count(key)) continue;
+    std::string name = path.filename().string();
+    present.insert(name);
+    // A file of the recipe folder was warned about, or reported, above.
+    std::error_code not_same;
+    bool in_folder = fs::equivalent(path, dir_ / name, not_same);
+    if (in_folder && unreadable_.count(name)) continue;
+    ConfigFile* config = nullptr;
+    if (!attempt([&] {
+          config = &processor_configs_.emplace(key, ConfigFile::load(path)).first->second;
+        })) {
+      unreadable_.insert(name);
+      continue;
+    }
+    if (!in_folder)
+      for (const auto& warning : config->warnings()) warnings_.push_back(warning);
+    attempt([&] { apply_overrides(*config, name, overrides); });
+  }
 }
 
 bool Recipe::has(const std::string& file) const { return files_.count(file) > 0; }

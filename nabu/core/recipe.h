@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -62,6 +63,12 @@ class Recipe {
                  const std::map<std::string, int>& sample_rates = {}) const;
 
  private:
+  // Runs an action; with an error list, a ConfigError is recorded there (false) instead of thrown.
+  using Attempt = std::function<bool(const std::function<void()>&)>;
+  // The processor configs database.conf points at, each loaded once, with its overrides; their
+  // file names join `present` (the files an override may name).
+  void load_processor_configs(const std::vector<ConfigOverride>& overrides,
+                              std::set<std::string>& present, const Attempt& attempt);
   std::filesystem::path dir_;
   std::vector<ConfigOverride> overrides_;
   std::string list_root_, origin_;

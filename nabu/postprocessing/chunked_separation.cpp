@@ -201,18 +201,81 @@ torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samp
   return torch::stack(rows);
 }
 
+namespace {
+
+// Between blocks: an interrupt unwinds, and the writers' destructors remove their temporaries.
+void throw_if_interrupted(const FileSeparationOptions& options, const std::filesystem::path& input) {
+  if (int signal_number = options.interrupted ? options.interrupted() : 0)
+    throw SeparationInterrupted(input.string() + ": interrupted by " +
+                                    signal_name(signal_number) + "; its outputs were not written",
+                                signal_number);
+}
+
+// What makes a recording unseparable, found before any separation work: shorter than one
+// analysis frame, or silent (a first pass over the file: about a second per hour of audio).
+void check_separable(const std::filesystem::path& input, const FileSeparationOptions& options,
+                     const AudioReader& reader, int64_t frame, int model_rate) {
+  if (reader.seconds() * model_rate < frame)
+    throw DataError(input.string() + ": shorter than one analysis frame (" +
+                    fmt::format("{:.1f} ms < {:.1f} ms", reader.seconds() * 1000,
+                                1000.0 * frame / model_rate) +
+                    ")");
+  AudioReader scan(input, options.channel);
+  double peak = 0;
+  for (auto block = scan.read(1 << 16); !block.empty(); block = scan.read(1 << 16)) {
+    throw_if_interrupted(options, input);
+    for (double value : block) peak = std::max(peak, std::fabs(value));
+  }
+  if (peak == 0) throw DataError(input.string() + ": silent (every sample is zero)");
+}
+
+// The separated signals' files: each speaker's samples resampled from the model's rate to the
+// output rate, scaled from int16 scale, and (at the input's rate) exactly as long as the input.
+class SpeakerOutputs {
+ public:
+  SpeakerOutputs(FileSeparationReport& report, const std::filesystem::path& out_dir,
+                 const std::string& name, int speakers, int model_rate, int64_t target)
+      : target_(target) {
+    for (int s = 0; s < speakers; ++s) {
+      report.outputs.push_back(out_dir / (name + "_s" + std::to_string(s + 1) + ".wav"));
+      writers_.push_back(std::make_unique<AudioWriter>(report.outputs.back(), report.output_rate));
+      to_output_.push_back(std::make_unique<Resampler>(model_rate, report.output_rate));
+    }
+  }
+  void add(int s, const std::vector<double>& samples) { write(s, to_output_[s]->process(samples)); }
+  // The resamplers' last samples, the padding to the input's length, and every file in place.
+  void commit() {
+    for (std::size_t s = 0; s < writers_.size(); ++s) {
+      write(static_cast<int>(s), to_output_[s]->flush());
+      if (target_ >= 0 && writers_[s]->written() < target_)
+        write(static_cast<int>(s),
+              std::vector<double>(static_cast<std::size_t>(target_ - writers_[s]->written()), 0.0));
+    }
+    for (auto& writer : writers_) writer->commit();
+  }
+
+ private:
+  void write(int s, const std::vector<double>& samples) {
+    std::vector<double> scaled;
+    scaled.reserve(samples.size());
+    for (double value : samples) scaled.push_back(value / 32768.0);
+    if (target_ >= 0)
+      scaled.resize(std::max<int64_t>(
+          0, std::min<int64_t>(scaled.size(), target_ - writers_[s]->written())));
+    writers_[s]->write(scaled);
+  }
+
+  int64_t target_;  // the input's length at the output rate, or -1 (the model's rate)
+  std::vector<std::unique_ptr<AudioWriter>> writers_;
+  std::vector<std::unique_ptr<Resampler>> to_output_;
+};
+
+}  // namespace
+
 FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::path& input,
                                    const std::filesystem::path& out_dir, const std::string& name,
                                    const FileSeparationOptions& options) {
   auto started = Clock::now();
-  // Between blocks: an interrupt unwinds, and the writers' destructors remove their temporaries.
-  auto stop_if_interrupted = [&] {
-    if (int signal_number = options.interrupted ? options.interrupted() : 0)
-      throw SeparationInterrupted(
-          input.string() + ": interrupted by " + signal_name(signal_number) +
-              "; its outputs were not written",
-          signal_number);
-  };
   AudioReader reader(input, options.channel);
   FileSeparationReport report;
   report.input_rate = reader.sample_rate();
@@ -220,53 +283,19 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   report.audio_seconds = reader.seconds();
   const int model_rate = options.model_rate > 0 ? options.model_rate : task.model_sample_rate();
   report.output_rate = options.keep_model_rate ? model_rate : reader.sample_rate();
-  const int64_t frame = task.frame_length(model_rate);
-  if (reader.seconds() * model_rate < frame)
-    throw DataError(input.string() + ": shorter than one analysis frame (" +
-                    fmt::format("{:.1f} ms < {:.1f} ms", reader.seconds() * 1000,
-                                1000.0 * frame / model_rate) +
-                    ")");
-
-  // A first pass finds silent files and NaN samples before any separation work is done (it
-  // costs about a second per hour of audio).
-  {
-    AudioReader scan(input, options.channel);
-    double peak = 0;
-    for (auto block = scan.read(1 << 16); !block.empty(); block = scan.read(1 << 16)) {
-      stop_if_interrupted();
-      for (double value : block) peak = std::max(peak, std::fabs(value));
-    }
-    if (peak == 0) throw DataError(input.string() + ": silent (every sample is zero)");
-  }
-
-  const int speakers = task.num_speakers();
-  std::vector<std::unique_ptr<AudioWriter>> writers;
-  std::vector<std::unique_ptr<Resampler>> to_output;
-  for (int s = 0; s < speakers; ++s) {
-    report.outputs.push_back(out_dir / (name + "_s" + std::to_string(s + 1) + ".wav"));
-    writers.push_back(std::make_unique<AudioWriter>(report.outputs.back(), report.output_rate));
-    to_output.push_back(std::make_unique<Resampler>(model_rate, report.output_rate));
-  }
+  check_separable(input, options, reader, task.frame_length(model_rate), model_rate);
   // At the input's rate the outputs have exactly the input's length.
-  const int64_t target = options.keep_model_rate ? -1 : reader.frames();
-  auto write = [&](int s, const std::vector<double>& samples) {
-    std::vector<double> scaled;
-    scaled.reserve(samples.size());
-    for (double value : samples) scaled.push_back(value / 32768.0);
-    if (target >= 0)
-      scaled.resize(std::max<int64_t>(
-          0, std::min<int64_t>(scaled.size(), target - writers[s]->written())));
-    writers[s]->write(scaled);
-  };
+  SpeakerOutputs outputs(report, out_dir, name, task.num_speakers(), model_rate,
+                         options.keep_model_rate ? -1 : reader.frames());
   ChunkedSeparation chunked(task, model_rate, options.chunks,
                             [&](int s, const std::vector<double>& samples) {
-                              write(s, to_output[s]->process(samples));
+                              outputs.add(s, samples);
                             });
   Resampler to_model(reader.sample_rate(), model_rate);
   auto last_report = started;
   const int64_t block = reader.sample_rate();  // one second per read
   while (true) {
-    stop_if_interrupted();
+    throw_if_interrupted(options, input);
     auto samples = reader.read(block);
     if (samples.empty()) break;
     chunked.push(to_model.process(samples));
@@ -281,13 +310,8 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   }
   chunked.push(to_model.flush());
   chunked.finish();
-  stop_if_interrupted();
-  for (int s = 0; s < speakers; ++s) {
-    write(s, to_output[s]->flush());
-    if (target >= 0 && writers[s]->written() < target)
-      write(s, std::vector<double>(static_cast<std::size_t>(target - writers[s]->written()), 0.0));
-  }
-  for (auto& writer : writers) writer->commit();
+  throw_if_interrupted(options, input);
+  outputs.commit();
   report.wall_seconds = seconds_since(started);
   return report;
 }

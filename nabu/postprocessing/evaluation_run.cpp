@@ -134,10 +134,114 @@ std::string test_folder_name(const TestRunOptions& options) {
                                       : std::string());
 }
 
-void run_test(const Recipe& recipe, const fs::path& expdir,
-                       const TestRunOptions& options) {
+namespace {
+
+// Every utterance, worst first, with its files (CSV); the summaries (JSON); the tables, with the
+// five worst of the first scorer, on the console.
+void write_scorer_results(const ScoringData& scoring, const std::string& task,
+                          const fs::path& testdir,
+                          const std::map<std::string, std::vector<std::string>>& files,
+                          const TestRunOptions& options) {
+  for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
+    const auto& type = scoring.scorers[i]->type();
+    const auto& summary = scoring.summaries[i];
+    const std::string stem = "results_" + task + "_" + type;
+    write_json(testdir / (stem + "_complete.json"), summary.complete_json());
+    write_json(testdir / (stem + "_summary.json"), summary.summary_json());
+    write_file_atomic(testdir / (stem + "_utterances.csv"), summary.utterances_csv(files));
+    if (!options.on_summary) continue;
+    const std::string unit = scoring.scorers[i]->unit();
+    options.on_summary(summary.summary_text(type, unit) +
+                       (i == 0 ? summary.worst_text(5, files, unit) : ""));
+  }
+}
+
+// A test task that separates: every test mixture separated (whole, or in chunks), written to
+// reconstructions/<task>/ with pointers.scp, scored by scorer.cfg's scorers; `record` (when a
+// speaker-verification task reads this one) gets the masks and permutations.
+EvaluationResult run_separation_test(const Recipe& recipe, Separator& separator,
+                                     const std::string& task, const fs::path& testdir,
+                                     const fs::path& final_testdir, const TestRunOptions& options,
+                                     SeparatedTaskRecord* record) {
+  auto run = separator.task(task);
+  ScoringData scoring = make_scoring(recipe, task);
+  const fs::path wav_dir = testdir / "reconstructions" / task;
+  const fs::path final_wav_dir = final_testdir / "reconstructions" / task;
+  std::string pointers;
+  // Per utterance the files to listen to: the mixture, then the separated signals.
+  std::map<std::string, std::vector<std::string>> files;
+  int64_t done = 0;
+  auto loss = run->evaluate(options.max_utterances, [&](const Separation& whole) {
+    Separation separation = whole;
+    if (options.chunk_seconds > 0) separation.signals = separate_in_chunks(*run, whole, options);
+    std::vector<std::string> paths;
+    for (int64_t s = 0; s < separation.signals.size(0); ++s) {
+      fs::path relative = fs::path("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
+      write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
+      paths.push_back((final_wav_dir / relative).string());
+    }
+    pointers += separation.utterance + " " + join(paths, " ") + "\n";
+    if (scoring.mixture && scoring.mixture->has(separation.utterance))
+      paths.insert(paths.begin(), scoring.mixture->line(separation.utterance).fields.front());
+    files[separation.utterance] = paths;
+    auto scores = score(scoring, separation);
+    if (record) {
+      if (separation.masks.defined())
+        record->masks[separation.utterance] = separation.masks.to(torch::kHalf);
+      for (std::size_t i = 0; i < scores.size(); ++i) {
+        auto perm = scores[i].permutation.find("SS");
+        if (perm != scores[i].permutation.end())
+          record->permutations[scoring.scorers[i]->type()][separation.utterance] = perm->second;
+      }
+    }
+    ++done;
+  });
+  write_file_atomic(wav_dir / "pointers.scp", pointers);
+  spdlog::info("task {}: test loss {:.6g} over {} utterances; {} reconstructed into {}", task,
+               loss.value(), loss.examples, done, final_wav_dir.string());
+  write_scorer_results(scoring, task, testdir, files, options);
+  return loss;
+}
+
+// One test task of whatever kind (speaker verification, recognition, separation).
+EvaluationResult run_test_task(const Recipe& recipe, Separator& separator,
+                               const std::string& task, const std::vector<std::string>& tasks,
+                               const fs::path& testdir, const fs::path& final_testdir,
+                               const TestRunOptions& options,
+                               std::map<std::string, SeparatedTaskRecord>& separated) {
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   const ConfigSection& evaluator = test_cfg.section("evaluator");
+  if (!test_cfg.has_section(task))
+    throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
+                      did_you_mean(task, test_cfg.section_names()));
+  if (std::string problem = unsupported_output_handling(test_cfg.section(task)); !problem.empty())
+    throw ConfigError(problem);
+  if (is_speaker_verification_task(test_cfg.section(task))) {
+    if (options.chunk_seconds > 0)
+      throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
+                  " is a speaker_verification task");
+    return run_speaker_verification_test(recipe, separator, task, testdir,
+                                         options.max_utterances, options.seed, separated,
+                                         options.on_summary);
+  }
+  if (is_recognition_task(recipe, task)) {
+    if (options.chunk_seconds > 0)
+      throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
+                  " is a recognition task (decoder.cfg), recognised whole");
+    return run_recognition_test(recipe, separator, task, testdir, options.max_utterances,
+                                options.on_summary);
+  }
+  // Masks and permutations of the separated tasks that speaker-verification tasks read.
+  const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
+  SeparatedTaskRecord* record = nullptr;
+  if (std::count(read_for_masks.begin(), read_for_masks.end(), task)) record = &separated[task];
+  return run_separation_test(recipe, separator, task, testdir, final_testdir, options, record);
+}
+
+}  // namespace
+
+void run_test(const Recipe& recipe, const fs::path& expdir, const TestRunOptions& options) {
+  const ConfigSection& evaluator = recipe.get("test_evaluator.cfg").section("evaluator");
   std::vector<std::string> tasks = options.task.empty()
                                        ? evaluator.get_list("tasks")
                                        : std::vector<std::string>{options.task};
@@ -154,91 +258,12 @@ void run_test(const Recipe& recipe, const fs::path& expdir,
   const fs::path testdir = staged.temporary();
   ensure_directory(testdir);
   nlohmann::json losses = nlohmann::json::object();
-  // Masks and permutations of the separated tasks that speaker-verification tasks read.
-  const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
   std::map<std::string, SeparatedTaskRecord> separated;
   for (const auto& task : tasks) {
-    if (!test_cfg.has_section(task))
-      throw ConfigError(evaluator.where("tasks") + ": no section [" + task + "]" +
-                        did_you_mean(task, test_cfg.section_names()));
-    if (std::string problem = unsupported_output_handling(test_cfg.section(task)); !problem.empty())
-      throw ConfigError(problem);
-    if (is_speaker_verification_task(test_cfg.section(task))) {
-      if (options.chunk_seconds > 0)
-        throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
-                    " is a speaker_verification task");
-      auto loss = run_speaker_verification_test(recipe, separator, task, testdir,
-                                                options.max_utterances, options.seed, separated,
-                                                options.on_summary);
-      losses[task] = loss.value();
-      write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
-      continue;
-    }
-    if (is_recognition_task(recipe, task)) {
-      if (options.chunk_seconds > 0)
-        throw Error("--chunk-seconds separates test mixtures in chunks; task " + task +
-                    " is a recognition task (decoder.cfg), recognised whole");
-      auto loss = run_recognition_test(recipe, separator, task, testdir, options.max_utterances,
-                                       options.on_summary);
-      losses[task] = loss.value();
-      write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
-      continue;
-    }
-    auto run = separator.task(task);
-    ScoringData scoring = make_scoring(recipe, task);
-    fs::path wav_dir = testdir / "reconstructions" / task;
-    const fs::path final_wav_dir = final_testdir / "reconstructions" / task;
-    std::string pointers;
-    // Per utterance the files to listen to: the mixture, then the separated signals.
-    std::map<std::string, std::vector<std::string>> files;
-    int64_t done = 0;
-    SeparatedTaskRecord* record = nullptr;
-    if (std::count(read_for_masks.begin(), read_for_masks.end(), task)) record = &separated[task];
-    auto loss = run->evaluate(options.max_utterances, [&](const Separation& whole) {
-      Separation separation = whole;
-      if (options.chunk_seconds > 0) separation.signals = separate_in_chunks(*run, whole, options);
-      std::vector<std::string> paths;
-      for (int64_t s = 0; s < separation.signals.size(0); ++s) {
-        fs::path relative = fs::path("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
-        write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
-        paths.push_back((final_wav_dir / relative).string());
-      }
-      pointers += separation.utterance + " " + join(paths, " ") + "\n";
-      if (scoring.mixture && scoring.mixture->has(separation.utterance))
-        paths.insert(paths.begin(), scoring.mixture->line(separation.utterance).fields.front());
-      files[separation.utterance] = paths;
-      auto scores = score(scoring, separation);
-      if (record) {
-        if (separation.masks.defined())
-          record->masks[separation.utterance] = separation.masks.to(torch::kHalf);
-        for (std::size_t i = 0; i < scores.size(); ++i) {
-          auto perm = scores[i].permutation.find("SS");
-          if (perm != scores[i].permutation.end())
-            record->permutations[scoring.scorers[i]->type()][separation.utterance] = perm->second;
-        }
-      }
-      ++done;
-    });
-    write_file_atomic(wav_dir / "pointers.scp", pointers);
+    auto loss = run_test_task(recipe, separator, task, tasks, testdir, final_testdir, options,
+                              separated);
     losses[task] = loss.value();
     write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
-    spdlog::info("task {}: test loss {:.6g} over {} utterances; {} reconstructed into {}", task,
-                 loss.value(), loss.examples, done, final_wav_dir.string());
-    for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
-      const auto& type = scoring.scorers[i]->type();
-      write_json(testdir / ("results_" + task + "_" + type + "_complete.json"),
-                 scoring.summaries[i].complete_json());
-      write_json(testdir / ("results_" + task + "_" + type + "_summary.json"),
-                 scoring.summaries[i].summary_json());
-      // Every utterance, worst first, with its files; the five worst on the console.
-      write_file_atomic(testdir / ("results_" + task + "_" + type + "_utterances.csv"),
-                        scoring.summaries[i].utterances_csv(files));
-      if (options.on_summary)
-        options.on_summary(scoring.summaries[i].summary_text(type, scoring.scorers[i]->unit()) +
-                           (i == 0 ? scoring.summaries[i].worst_text(5, files,
-                                                                     scoring.scorers[i]->unit())
-                                   : ""));
-    }
   }
   write_json(testdir / "test_losses.json", losses);
   // The previous results move aside (removed when `previous` dies), the new ones into place.

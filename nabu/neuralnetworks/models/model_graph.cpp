@@ -16,98 +16,115 @@ struct ParsedGraph {
   std::vector<std::string> problems;
 };
 
-// Reads and checks the graph keys of a task section (docs/models.md). `models` are the model names
-// that exist. Problems are collected, one message each, naming file:line [section] key.
-ParsedGraph parse_graph(const ConfigSection& task, const std::vector<std::string>& models) {
-  ParsedGraph graph;
-  auto problem = [&](const std::string& key, const std::string& message) {
-    graph.problems.push_back(task.where(key) + ": " + message);
-  };
-  for (const char* key : {"inputs", "nodes", "outputs"})
-    if (!task.has(key)) problem(key, "missing key (the task's model graph needs it)");
-  graph.inputs = task.get_list("inputs", {});
-  graph.outputs = task.get_list("outputs", {});
+// Reads and checks the graph keys of a task section (docs/models.md), one step a method; every
+// problem is collected, one message each, naming file:line [section] key.
+class GraphParser {
+ public:
+  explicit GraphParser(const ConfigSection& task) : task_(task) {}
 
-  std::set<std::string> available(graph.inputs.begin(), graph.inputs.end());
-  for (const auto& input : graph.inputs) graph.length_sources[input] = input;
-  // Every node's output name, to tell "later node" from "unknown name".
-  std::map<std::string, std::string> producers;
-  std::vector<std::string> node_names = task.get_list("nodes", {});
-  std::set<std::string> seen_nodes;
-  for (const auto& node : node_names) {
-    if (!seen_nodes.insert(node).second) problem("nodes", "node '" + node + "' is listed twice");
-    std::string output = node;
-    if (task.has(node + "_output_names")) {
-      auto names = task.get_list(node + "_output_names");
-      if (names.size() != 1)
-        problem(node + "_output_names",
-                "every model has one output, so give exactly one name (got " +
-                    std::to_string(names.size()) + ")");
-      else
-        output = names[0];
+  ParsedGraph parse(const std::vector<std::string>& models) {
+    for (const char* key : {"inputs", "nodes", "outputs"})
+      if (!task_.has(key)) problem(key, "missing key (the task's model graph needs it)");
+    graph_.inputs = task_.get_list("inputs", {});
+    graph_.outputs = task_.get_list("outputs", {});
+    available_.insert(graph_.inputs.begin(), graph_.inputs.end());
+    for (const auto& input : graph_.inputs) graph_.length_sources[input] = input;
+    const std::vector<std::string> node_names = task_.get_list("nodes", {});
+    find_producers(node_names);
+    for (const auto& node : node_names) add_node(node, models);
+    for (const auto& output : graph_.outputs) {
+      if (available_.count(output)) continue;
+      std::vector<std::string> candidates(available_.begin(), available_.end());
+      problem("outputs", "'" + output + "' is neither a node nor a task input" +
+                             did_you_mean(output, candidates));
     }
-    if (available.count(output) && std::find(graph.inputs.begin(), graph.inputs.end(), output) !=
-                                       graph.inputs.end())
-      problem("nodes", "node output '" + output + "' has the name of a task input");
-    producers.emplace(output, node);
+    return graph_;
   }
 
-  std::vector<std::string> produced;
-  for (const auto& node : node_names) {
+ private:
+  void problem(const std::string& key, const std::string& message) {
+    graph_.problems.push_back(task_.where(key) + ": " + message);
+  }
+
+  // The name a node's output goes by: <node>_output_names (one name), or the node's.
+  std::string output_of(const std::string& node, bool report) {
+    if (!task_.has(node + "_output_names")) return node;
+    auto names = task_.get_list(node + "_output_names");
+    if (names.size() == 1) return names[0];
+    if (report)
+      problem(node + "_output_names",
+              "every model has one output, so give exactly one name (got " +
+                  std::to_string(names.size()) + ")");
+    return node;
+  }
+
+  // Every node's output name, to tell "later node" from "unknown name".
+  void find_producers(const std::vector<std::string>& node_names) {
+    std::set<std::string> seen_nodes;
+    for (const auto& node : node_names) {
+      if (!seen_nodes.insert(node).second) problem("nodes", "node '" + node + "' is listed twice");
+      const std::string output = output_of(node, /*report=*/true);
+      if (available_.count(output) &&
+          std::find(graph_.inputs.begin(), graph_.inputs.end(), output) != graph_.inputs.end())
+        problem("nodes", "node output '" + output + "' has the name of a task input");
+      producers_.emplace(output, node);
+    }
+  }
+
+  // A node's inputs must be task inputs or outputs of earlier nodes.
+  void check_input(const std::string& node, const std::string& key, const std::string& input) {
+    if (available_.count(input)) return;
+    auto producer = producers_.find(input);
+    if (producer != producers_.end()) {
+      problem(key, "'" + input + "' is produced by node '" + producer->second +
+                       "', which does not come before node '" + node +
+                       "' in nodes (nodes run in the listed order)");
+    } else {
+      std::vector<std::string> candidates(available_.begin(), available_.end());
+      problem(key, "'" + input + "' is neither a task input nor an earlier node" +
+                       did_you_mean(input, candidates) + "; available: " + join(candidates, ", "));
+    }
+  }
+
+  void add_node(const std::string& node, const std::vector<std::string>& models) {
     ModelGraph::Node entry;
     entry.name = node;
-    entry.output = node;
-    if (task.has(node + "_output_names")) {
-      auto names = task.get_list(node + "_output_names");
-      if (names.size() == 1) entry.output = names[0];
-    }
+    entry.output = output_of(node, /*report=*/false);
     const std::string model_key = node + "_model";
-    if (!task.has(model_key)) {
+    if (!task_.has(model_key)) {
       problem(model_key, "missing key: the model of node '" + node + "'");
     } else {
-      entry.model = trim(task.get_string(model_key));
+      entry.model = trim(task_.get_string(model_key));
       if (std::find(models.begin(), models.end(), entry.model) == models.end())
         problem(model_key, "unknown model '" + entry.model + "'" +
                                did_you_mean(entry.model, models) +
                                "; model.cfg [hyper] model_names has: " + join(models, ", "));
     }
     const std::string inputs_key = node + "_inputs";
-    if (!task.has(inputs_key)) {
+    if (!task_.has(inputs_key)) {
       problem(inputs_key, "missing key: the inputs of node '" + node + "'");
     } else {
-      entry.inputs = task.get_list(inputs_key);
+      entry.inputs = task_.get_list(inputs_key);
       if (entry.inputs.empty()) problem(inputs_key, "node '" + node + "' has no inputs");
-      for (const auto& input : entry.inputs) {
-        if (available.count(input)) continue;
-        auto producer = producers.find(input);
-        if (producer != producers.end()) {
-          problem(inputs_key, "'" + input + "' is produced by node '" + producer->second +
-                                  "', which does not come before node '" + node +
-                                  "' in nodes (nodes run in the listed order)");
-        } else {
-          std::vector<std::string> candidates(available.begin(), available.end());
-          problem(inputs_key, "'" + input + "' is neither a task input nor an earlier node" +
-                                  did_you_mean(input, candidates) +
-                                  "; available: " + join(candidates, ", "));
-        }
-      }
+      for (const auto& input : entry.inputs) check_input(node, inputs_key, input);
     }
     if (!entry.inputs.empty()) {
-      auto source = graph.length_sources.find(entry.inputs[0]);
-      graph.length_sources[entry.output] =
-          source != graph.length_sources.end() ? source->second : entry.inputs[0];
+      auto source = graph_.length_sources.find(entry.inputs[0]);
+      graph_.length_sources[entry.output] =
+          source != graph_.length_sources.end() ? source->second : entry.inputs[0];
     }
-    available.insert(entry.output);
-    produced.push_back(entry.output);
-    graph.nodes.push_back(entry);
+    available_.insert(entry.output);
+    graph_.nodes.push_back(entry);
   }
-  for (const auto& output : graph.outputs) {
-    if (available.count(output)) continue;
-    std::vector<std::string> candidates(available.begin(), available.end());
-    problem("outputs", "'" + output + "' is neither a node nor a task input" +
-                           did_you_mean(output, candidates));
-  }
-  return graph;
+
+  const ConfigSection& task_;
+  ParsedGraph graph_;
+  std::set<std::string> available_;                  // task inputs and outputs so far
+  std::map<std::string, std::string> producers_;     // node output -> node
+};
+
+ParsedGraph parse_graph(const ConfigSection& task, const std::vector<std::string>& models) {
+  return GraphParser(task).parse(models);
 }
 
 }  // namespace

@@ -139,6 +139,35 @@ ScanOutput LstmCellImpl::scan_without_recurrence(const torch::Tensor& projected,
   return {apply_activation(options_.activation, all_cells) * torch::sigmoid(gates[3]), {}};
 }
 
+std::array<torch::Tensor, 4> LstmCellImpl::step_gates(const torch::Tensor& z,
+                                                     const torch::Tensor& h) {
+  const int64_t units = options_.units;
+  torch::Tensor i, j, f, o;
+  switch (options_.recurrence) {
+    case LstmRecurrence::kFull: {
+      auto gates = (z + torch::matmul(h, kernel_h_)).chunk(4, -1);
+      i = gates[0], j = gates[1], f = gates[2], o = gates[3];
+      break;
+    }
+    case LstmRecurrence::kForgetOutputOnly: {
+      auto from_input = z.narrow(-1, 0, 2 * units).chunk(2, -1);
+      auto recurrent =
+          (z.narrow(-1, 2 * units, 2 * units) + torch::matmul(h, kernel_h_)).chunk(2, -1);
+      i = from_input[0], j = from_input[1], f = recurrent[0], o = recurrent[1];
+      break;
+    }
+    case LstmRecurrence::kNone: {
+      auto gates = z.chunk(4, -1);
+      i = gates[0], j = gates[1], f = gates[2], o = gates[3];
+      break;
+    }
+  }
+  if (options_.layer_norm) {
+    i = norm(i, kInput), j = norm(j, kTransform), f = norm(f, kForget), o = norm(o, kOutput);
+  }
+  return {i, j, f, o};
+}
+
 ScanOutput LstmCellImpl::scan(const torch::Tensor& x, const ResetSchedule& schedule,
                               bool training) {
   const int64_t units = options_.units;
@@ -168,12 +197,10 @@ ScanOutput LstmCellImpl::scan(const torch::Tensor& x, const ResetSchedule& sched
   auto h = torch::zeros(state_shape, state_options);
 
   std::vector<torch::Tensor> keep_masks;  // keep_masks[k]: 1 everywhere but replica k
-  if (replicated)
-    for (int64_t k = 0; k < count; ++k) {
-      auto mask = torch::ones({1, count, 1}, state_options);
-      mask.select(1, k).zero_();
-      keep_masks.push_back(mask);
-    }
+  for (int64_t k = 0; k < count; ++k) {
+    keep_masks.push_back(torch::ones({1, count, 1}, state_options));
+    keep_masks.back().select(1, k).zero_();
+  }
 
   std::vector<torch::Tensor> hidden, replicas;
   hidden.reserve(frames);
@@ -184,30 +211,7 @@ ScanOutput LstmCellImpl::scan(const torch::Tensor& x, const ResetSchedule& sched
       c = c * mask;
       h = h * mask;
     }
-    auto z = projected.select(1, t);
-    torch::Tensor i, j, f, o;
-    switch (options_.recurrence) {
-      case LstmRecurrence::kFull: {
-        auto gates = (z + torch::matmul(h, kernel_h_)).chunk(4, -1);
-        i = gates[0], j = gates[1], f = gates[2], o = gates[3];
-        break;
-      }
-      case LstmRecurrence::kForgetOutputOnly: {
-        auto from_input = z.narrow(-1, 0, 2 * units).chunk(2, -1);
-        auto recurrent = (z.narrow(-1, 2 * units, 2 * units) + torch::matmul(h, kernel_h_))
-                             .chunk(2, -1);
-        i = from_input[0], j = from_input[1], f = recurrent[0], o = recurrent[1];
-        break;
-      }
-      case LstmRecurrence::kNone: {
-        auto gates = z.chunk(4, -1);
-        i = gates[0], j = gates[1], f = gates[2], o = gates[3];
-        break;
-      }
-    }
-    if (options_.layer_norm) {
-      i = norm(i, kInput), j = norm(j, kTransform), f = norm(f, kForget), o = norm(o, kOutput);
-    }
+    auto [i, j, f, o] = step_gates(projected.select(1, t), h);
     auto g = keep_dropout(apply_activation(options_.activation, j), options_.recurrent_keep,
                           training);
     auto new_c = c * torch::sigmoid(f + kForgetBias) + torch::sigmoid(i) * g;

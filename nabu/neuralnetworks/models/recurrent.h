@@ -7,6 +7,8 @@
 
 #include <torch/torch.h>
 
+#include <array>
+
 #include <vector>
 
 #include "nabu/neuralnetworks/models/model.h"
@@ -74,6 +76,9 @@ class LstmCellImpl : public torch::nn::Module {
  private:
   torch::Tensor norm(const torch::Tensor& x, int which) const;
   ScanOutput scan_without_recurrence(const torch::Tensor& projected, bool training);
+  // The gate pre-activations (i, j, f, o) of one step from its projected input `z` and the
+  // previous output `h`, by the recurrence kind, layer-normalised with layer_norm.
+  std::array<torch::Tensor, 4> step_gates(const torch::Tensor& z, const torch::Tensor& h);
 
   LstmCellOptions options_;
   torch::Tensor kernel_x_, kernel_h_, bias_;
