@@ -158,10 +158,6 @@ std::string tfrecord_frame(const std::string& data) {
 
 namespace tensorboard_proto {
 
-std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value) {
-  return summary_event(wall_time, step, {simple_value(tag, value)});
-}
-
 std::string scalars_event(double wall_time, int64_t step,
                           const std::vector<std::pair<std::string, double>>& values) {
   std::vector<std::string> encoded;
@@ -289,10 +285,6 @@ void TensorBoardWriter::write(const std::string& event) {
   out_ << tfrecord_frame(event);
   out_.flush();
   if (!out_) throw Error(path_.string() + ": cannot write the TensorBoard event file");
-}
-
-void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double value) {
-  write(tensorboard_proto::scalar_event(now_wall_time(), step, tag, static_cast<float>(value)));
 }
 
 void TensorBoardWriter::scalars(const std::vector<std::pair<std::string, double>>& values,

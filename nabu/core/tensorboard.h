@@ -31,8 +31,7 @@ std::string tfrecord_frame(const std::string& data);
 
 // The protocol-buffer encodings of the messages written (exposed for the tests).
 namespace tensorboard_proto {
-std::string scalar_event(double wall_time, int64_t step, const std::string& tag, float value);
-// One Summary of several simple values.
+// One Summary of simple values (tag, value as a float).
 std::string scalars_event(double wall_time, int64_t step,
                           const std::vector<std::pair<std::string, double>>& values);
 std::string file_version_event(double wall_time);
@@ -63,7 +62,6 @@ class TensorBoardWriter {
   TensorBoardWriter(const std::filesystem::path& dir, int64_t first_step);
   const std::filesystem::path& path() const { return path_; }
 
-  void scalar(const std::string& tag, int64_t step, double value);
   void scalars(const std::vector<std::pair<std::string, double>>& values, int64_t step);
   void audio(const std::string& tag, int64_t step, const std::vector<float>& samples,
              int sample_rate);

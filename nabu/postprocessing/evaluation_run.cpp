@@ -203,9 +203,11 @@ EvaluationResult run_separation_test(const Recipe& recipe, Separator& separator,
   return loss;
 }
 
-// One test task of whatever kind (speaker verification, recognition, separation).
+// One test task of whatever kind (speaker verification, recognition, separation);
+// `read_for_masks`: the separated tasks whose masks speaker-verification tasks read.
 EvaluationResult run_test_task(const Recipe& recipe, Separator& separator,
-                               const std::string& task, const std::vector<std::string>& tasks,
+                               const std::string& task,
+                               const std::vector<std::string>& read_for_masks,
                                const fs::path& testdir, const fs::path& final_testdir,
                                const TestRunOptions& options,
                                std::map<std::string, SeparatedTaskRecord>& separated) {
@@ -231,8 +233,6 @@ EvaluationResult run_test_task(const Recipe& recipe, Separator& separator,
     return run_recognition_test(recipe, separator, task, testdir, options.max_utterances,
                                 options.on_summary);
   }
-  // Masks and permutations of the separated tasks that speaker-verification tasks read.
-  const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
   SeparatedTaskRecord* record = nullptr;
   if (std::count(read_for_masks.begin(), read_for_masks.end(), task)) record = &separated[task];
   return run_separation_test(recipe, separator, task, testdir, final_testdir, options, record);
@@ -258,10 +258,12 @@ void run_test(const Recipe& recipe, const fs::path& expdir, const TestRunOptions
   const fs::path testdir = staged.temporary();
   ensure_directory(testdir);
   nlohmann::json losses = nlohmann::json::object();
+  // Masks and permutations of the separated tasks that speaker-verification tasks read.
+  const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
   std::map<std::string, SeparatedTaskRecord> separated;
   for (const auto& task : tasks) {
-    auto loss = run_test_task(recipe, separator, task, tasks, testdir, final_testdir, options,
-                              separated);
+    auto loss = run_test_task(recipe, separator, task, read_for_masks, testdir, final_testdir,
+                              options, separated);
     losses[task] = loss.value();
     write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
   }

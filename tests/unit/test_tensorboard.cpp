@@ -76,7 +76,7 @@ TEST(TensorBoard, ScalarEventBytesAreTheEventProtocolBuffer) {
   const std::string expected = bytes({0x09}) + little_endian(1.5) +
                                bytes({0x10, 0xAC, 0x02}) +  // 300 as a varint
                                bytes({0x2A, static_cast<int>(summary.size())}) + summary;
-  EXPECT_EQ(tensorboard_proto::scalar_event(1.5, 300, "a/b", 2.0f), expected);
+  EXPECT_EQ(tensorboard_proto::scalars_event(1.5, 300, {{"a/b", 2.0}}), expected);
   // Step 0 is proto3's default and is not written.
   EXPECT_EQ(tensorboard_proto::file_version_event(2.0),
             bytes({0x09}) + little_endian(2.0) + bytes({0x1A, 13}) + "brain.Event:2");

@@ -149,11 +149,8 @@ std::vector<double> ScoreSummary::utterance_means(const std::string& metric,
   std::vector<double> means;
   for (const auto& [utterance, entry] : results_) {
     if (group != "all" && !entry.mix_type.at(group)) continue;
-    auto by_metric = entry.score.values.find(metric);
-    if (by_metric == entry.score.values.end()) continue;
-    auto by_scenario = by_metric->second.find(scenario);
-    if (by_scenario == by_metric->second.end()) continue;
-    means.push_back(mean_of(by_scenario->second));
+    if (const auto* values = entry_values(entry, metric, scenario))
+      means.push_back(mean_of(*values));
   }
   return means;
 }
@@ -203,12 +200,19 @@ std::string ScoreSummary::summary_text(const std::string& scorer_name,
   return out;
 }
 
+const std::vector<double>* ScoreSummary::entry_values(const Entry& entry,
+                                                      const std::string& metric,
+                                                      const std::string& scenario) {
+  auto by_metric = entry.score.values.find(metric);
+  if (by_metric == entry.score.values.end()) return nullptr;
+  auto by_scenario = by_metric->second.find(scenario);
+  return by_scenario == by_metric->second.end() ? nullptr : &by_scenario->second;
+}
+
 double ScoreSummary::entry_mean(const Entry& entry, const std::string& metric,
                                 const std::string& scenario) {
-  auto by_metric = entry.score.values.find(metric);
-  if (by_metric == entry.score.values.end()) return kNaN;
-  auto by_scenario = by_metric->second.find(scenario);
-  return by_scenario == by_metric->second.end() ? kNaN : mean_of(by_scenario->second);
+  const auto* values = entry_values(entry, metric, scenario);
+  return values ? mean_of(*values) : kNaN;
 }
 
 std::vector<std::pair<std::string, double>> ScoreSummary::by_improvement() const {

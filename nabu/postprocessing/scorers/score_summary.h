@@ -69,6 +69,9 @@ class ScoreSummary {
   };
   std::vector<double> utterance_means(const std::string& metric, const std::string& scenario,
                                       const std::string& group) const;
+  // One utterance's values (per speaker) of a metric in a scenario; null when not scored.
+  static const std::vector<double>* entry_values(const Entry& entry, const std::string& metric,
+                                                 const std::string& scenario);
   // The mean over the speakers of one utterance's metric in a scenario (NaN when not scored).
   static double entry_mean(const Entry& entry, const std::string& metric,
                            const std::string& scenario);
