@@ -78,8 +78,12 @@ std::vector<UtteranceScore> score(ScoringData& scoring, const Separation& separa
   mixture = mixture.slice(0, 0, length);
   auto estimates = separation.signals.slice(1, 0, length);
   for (std::size_t i = 0; i < scoring.scorers.size(); ++i) {
-    scores.push_back(scoring.scorers[i]->evaluate(references, estimates, mixture, noise,
-                                                  separation.sample_rate));
+    try {
+      scores.push_back(scoring.scorers[i]->evaluate(references, estimates, mixture, noise,
+                                                    separation.sample_rate));
+    } catch (const Error& e) {
+      throw DataError("test utterance " + separation.utterance + ": " + e.what());
+    }
     scoring.summaries[i].add(separation.utterance, scores.back());
   }
   return scores;

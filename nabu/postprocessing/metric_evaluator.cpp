@@ -10,6 +10,7 @@
 #include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/recognition.h"
+#include "nabu/postprocessing/scorers/pesq.h"
 #include "nabu/postprocessing/scorers/stoi.h"
 #include "nabu/postprocessing/scorers/bss_eval.h"
 #include "nabu/postprocessing/scorers/edit_distance.h"
@@ -27,18 +28,18 @@ struct MetricEvaluatorOptions {
   int requested_utts = 0, batch_size = 0, metric_utts = 0;
   void declare(OptionsReader& r) {
     r.choice("validation_metric", validation_metric,
-             {"loss", "sdr", "si_sdr", "stoi", "estoi", "error_rate"},
+             {"loss", "sdr", "si_sdr", "stoi", "estoi", "pesq", "error_rate"},
              "what validation selects on: loss (task_loss_evaluator), sdr (BSS Eval v3), "
-             "si_sdr, stoi or estoi of the reconstructed signals, or error_rate of the "
+             "si_sdr, stoi, estoi or pesq of the reconstructed signals, or error_rate of the "
              "CTC-decoded labels; in the task section or in [evaluator]");
     r("metric_org_mix", metric_org_mix,
-      "sdr, si_sdr, stoi, estoi: database section of the validation mixtures' complex spectrum (as "
+      "sdr, si_sdr, stoi, estoi, pesq: database section of the validation mixtures' complex spectrum (as "
       "reconstructor.cfg's org_mix for the test set)");
     r("metric_usedbins", metric_usedbins,
-      "sdr, si_sdr, stoi, estoi: database section of the validation used-bins masks, when the task's "
+      "sdr, si_sdr, stoi, estoi, pesq: database section of the validation used-bins masks, when the task's "
       "reconstruct_type needs them");
     r("metric_org_src", metric_org_src,
-      "sdr, si_sdr, stoi, estoi: database section of the validation sources (as scorer.cfg's org_src)");
+      "sdr, si_sdr, stoi, estoi, pesq: database section of the validation sources (as scorer.cfg's org_src)");
     r("metric_references", metric_references,
       "error_rate: database section of the validation transcriptions");
     r("metric_utts", metric_utts,
@@ -115,7 +116,7 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
   const ConfigSection& metric_source =
       section.has("validation_metric") || !context.evaluator ? section : *context.evaluator;
   if (metric_ != "sdr" && metric_ != "si_sdr" && metric_ != "stoi" && metric_ != "estoi" &&
-      metric_ != "error_rate")
+      metric_ != "pesq" && metric_ != "error_rate")
     metric_source.fail("validation_metric", "'" + metric_ + "' is not one of " +
                                                 join(validation_metrics(), ", "));
   // Signals and label sequences need whole utterances, whatever the stage's segment length.
@@ -170,6 +171,16 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
   int64_t length = std::min(references.size(1), estimates.size(1));
   references = references.slice(1, 0, length);
   estimates = estimates.slice(1, 0, length);
+  if (metric_ == "pesq") {
+    try {
+      sum_ += pesq_of_sources(references, estimates, rate);
+      count_ += 1;
+    } catch (const Error& e) {
+      // A reference PESQ finds no speech in says nothing of the model: left out.
+      spdlog::debug("validation utterance {}: {}; not counted", utterance, e.what());
+    }
+    return;
+  }
   if (metric_ == "stoi" || metric_ == "estoi") {
     sum_ += stoi_of_sources(references, estimates, rate, metric_ == "estoi");
     count_ += 1;

@@ -446,8 +446,8 @@ TEST(RecognitionRegistries, NabuListAndTheDefaultsShowThemAndNabuCheckUsesTheirO
   }
   EXPECT_EQ(families["decoder"], (std::vector<std::string>{"beam_search", "greedy"}));
   EXPECT_EQ(families["score_type"],
-            (std::vector<std::string>{"error_rate", "estoi", "sdr", "sdr_snr", "si_sdr",
-                                      "stoi"}));
+            (std::vector<std::string>{"error_rate", "estoi", "pesq", "sdr", "sdr_snr",
+                                      "si_sdr", "stoi"}));
   auto listed = nabu::testing::run_nabu("list --options decoder");
   EXPECT_EQ(listed.exit_code, 0) << listed.output;
   EXPECT_NE(listed.output.find("beam_search  -  CTC prefix beam search"), std::string::npos)

@@ -56,11 +56,11 @@ const std::vector<Mutation>& mutations() {
       {"model.cfg:outlayer:output_dims", {"100", "1290"}},
       {"validation_evaluator.cfg:evaluator:batch_size", {"1", "1000", "0"}},
       {"validation_evaluator.cfg:evaluator:requested_utts", {"1", "0"}},
-      {"validation_evaluator.cfg:task_2spk:validation_metric", {"si_sdr", "sdr", "pesq"}},
+      {"validation_evaluator.cfg:task_2spk:validation_metric", {"si_sdr", "sdr", "mos"}},
       {"test_evaluator.cfg:task_2spk:batch_size", {"1", "1000"}},
       {"reconstructor.cfg:task_2spk:reconstruct_type", {"deepattractornet", "pit"}},
       {"reconstructor.cfg:task_2spk:nrs", {"3", "1"}},
-      {"scorer.cfg:task_2spk:score_type", {"sdr", "si_sdr", "sdr si_sdr", "pesq"}},
+      {"scorer.cfg:task_2spk:score_type", {"sdr", "si_sdr", "sdr si_sdr", "mos"}},
   };
   return all;
 }

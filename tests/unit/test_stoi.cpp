@@ -12,66 +12,10 @@
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/postprocessing/scorers/stoi.h"
 #include "nabu/processing/audio.h"
+#include "speech_clips.h"
 #include "test_helpers.h"
 
 namespace nabu::testing {
-namespace {
-
-std::vector<double> as_vector(const torch::Tensor& samples) {
-  auto contiguous = samples.to(torch::kFloat64).contiguous();
-  return {contiguous.data_ptr<double>(), contiguous.data_ptr<double>() + contiguous.numel()};
-}
-
-// 8 kHz 16-bit raw speech of codec2-examples.
-std::vector<double> read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<double> samples;
-  int16_t value;
-  while (in.read(reinterpret_cast<char*>(&value), sizeof(value))) samples.push_back(value);
-  return samples;
-}
-
-std::vector<double> noise(std::size_t length, double deviation, unsigned seed) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<double> gaussian(0.0, deviation);
-  std::vector<double> out(length);
-  for (double& v : out) v = gaussian(generator);
-  return out;
-}
-
-double power(const std::vector<double>& x) {
-  double sum = 0;
-  for (double v : x) sum += v * v;
-  return sum / std::max<std::size_t>(1, x.size());
-}
-
-// clean + gain * other, other scaled to `snr_db` below clean first (other repeated to length).
-std::vector<double> add(const std::vector<double>& clean, const std::vector<double>& other,
-                        double snr_db, double gain = 1.0) {
-  std::vector<double> tiled(clean.size());
-  for (std::size_t n = 0; n < clean.size(); ++n) tiled[n] = other[n % other.size()];
-  const double scale = std::sqrt(power(clean) / (power(tiled) + 1e-12) / std::pow(10, snr_db / 10));
-  std::vector<double> out(clean.size());
-  for (std::size_t n = 0; n < clean.size(); ++n) out[n] = clean[n] + gain * scale * tiled[n];
-  return out;
-}
-
-void write_wav(const fs::path& path, const std::vector<double>& signal, int rate) {
-  double peak = 1e-9;
-  for (double v : signal) peak = std::max(peak, std::abs(v));
-  std::vector<short> pcm(signal.size());
-  for (std::size_t n = 0; n < signal.size(); ++n)
-    pcm[n] = static_cast<short>(std::lround(signal[n] / peak * 20000.0));
-  write_pcm16_wav(path, pcm, rate);
-}
-
-struct Clip {
-  std::string name;
-  std::vector<double> samples;
-  int rate;
-};
-
-}  // namespace
 
 TEST(Stoi, IdenticalSignalsScoreOneAndNoiseLowersIt) {
   const auto clean = read_raw("/usr/share/codec2/raw/hts1a.raw");
@@ -137,18 +81,7 @@ TEST(Stoi, MatchesPystoiOnRecordedAndGeneratedSpeech) {
                              ".wav");
     clips.push_back({name, as_vector(audio.samples), audio.sample_rate});
   }
-  for (int i = 0; i < 3; ++i) {
-    const fs::path wav = dir / ("espeak" + std::to_string(i) + ".wav");
-    const char* sentences[] = {"The quick brown fox jumps over the lazy dog near the river bank.",
-                               "Please call Stella and ask her to bring these things with her.",
-                               "A large size in stockings is hard to sell, said the shopkeeper."};
-    auto made = run_shell(std::string("espeak-ng -v en -s 150 -w '") + wav.string() + "' '" +
-                              sentences[i] + "'",
-                          dir.path());
-    ASSERT_EQ(made.exit_code, 0) << made.output;
-    Audio audio = read_audio(wav.string());
-    clips.push_back({"espeak" + std::to_string(i), as_vector(audio.samples), audio.sample_rate});
-  }
+  for (int i = 0; i < 3; ++i) clips.push_back(espeak_clip(i, dir));
   ASSERT_GE(clips.size(), 9u);
   nlohmann::json pairs = nlohmann::json::array();
   for (std::size_t c = 0; c < clips.size(); ++c) {

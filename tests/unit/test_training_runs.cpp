@@ -915,6 +915,31 @@ TEST_F(TrainingRun, ValidationSegmentsFullReadsTheWholeUtterancesInASegmentedSta
       << wrong.output;
 }
 
+// validation_metric = pesq: each validation scores the reconstructed validation utterances by
+// PESQ (narrow band at the recipe's 8 kHz), higher is better: the track holds the negated score.
+TEST_F(TrainingRun, ValidationByPesqScoresTheReconstructedUtterances) {
+  auto trained = run_nabu(
+      "train --expdir=exp_pesq " +
+          tiny_dc("--max-steps=2,1 --set validation_evaluator.cfg:task_2spk:validation_metric=pesq"
+                  " --set validation_evaluator.cfg:task_2spk:metric_utts=2"),
+      dir_.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  EXPECT_NE(trained.output.find("validation at step 0: pesq "), std::string::npos)
+      << trained.output;
+  int validations = 0;
+  std::ifstream in(dir_ / "exp_pesq/full/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] != "validation") continue;
+    ++validations;
+    const double mos = record["task_metrics"]["task_2spk"].get<double>();
+    EXPECT_GE(mos, 1.0) << line;
+    EXPECT_LE(mos, 4.65) << line;
+    EXPECT_DOUBLE_EQ(record["loss"].get<double>(), -mos) << line;
+  }
+  EXPECT_GE(validations, 2);
+}
+
 // Mistakes in the metric keys are one line naming file, section and key.
 TEST_F(TrainingRun, ValidationMetricMistakesNameTheKey) {
   auto error = [&](const std::string& sets) {
@@ -922,9 +947,9 @@ TEST_F(TrainingRun, ValidationMetricMistakesNameTheKey) {
     EXPECT_EQ(result.exit_code, 1) << result.output;
     return result.output;
   };
-  auto unknown = error("--set validation_evaluator.cfg:task_2spk:validation_metric=pesq");
+  auto unknown = error("--set validation_evaluator.cfg:task_2spk:validation_metric=mos");
   EXPECT_NE(unknown.find("[task_2spk] validation_metric"), std::string::npos) << unknown;
-  EXPECT_NE(unknown.find("not one of loss, sdr, si_sdr, stoi, estoi, error_rate"),
+  EXPECT_NE(unknown.find("not one of loss, sdr, si_sdr, stoi, estoi, pesq, error_rate"),
             std::string::npos)
       << unknown;
   auto missing = error("--set validation_evaluator.cfg:task_2spk:validation_metric=si_sdr"

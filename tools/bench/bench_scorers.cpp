@@ -1,8 +1,8 @@
 // What each scorer costs per minute of audio (docs/results.md, "Scorers"): two recordings mixed at
 // 0 dB, the "estimates" each source plus a fifth of the other, scored against the sources by
-// stoi, estoi, si_sdr and sdr (BSS Eval v3, 512 taps), repeated; the median seconds per minute of
-// scored audio (each speaker's signal counts once; stoi and estoi score all four pairings to
-// choose the assignment, as the scorer does).
+// stoi, estoi, pesq, si_sdr and sdr (BSS Eval v3, 512 taps), repeated; the median seconds per
+// minute of scored audio (each speaker's signal counts once; stoi, estoi and pesq score all four
+// pairings to choose the assignment, as the scorer does).
 //
 //   build/bench/bench_scorers [--repeats N] [--threads N] [--seconds S] [a.wav b.wav]
 //
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nabu/postprocessing/scorers/bss_eval.h"
+#include "nabu/postprocessing/scorers/pesq.h"
 #include "nabu/postprocessing/scorers/stoi.h"
 #include "nabu/processing/audio.h"
 
@@ -82,13 +83,15 @@ int main(int argc, char** argv) {
   std::printf("%s and %s, %d Hz, %.1f s each, %d thread(s), %d repeats\n", files[0].c_str(),
               files[1].c_str(), rate_a, seconds, threads, repeats);
   std::printf("%-8s %14s %22s %10s\n", "scorer", "s per minute", "range", "value");
-  for (const std::string scorer : {"stoi", "estoi", "si_sdr", "sdr"}) {
+  for (const std::string scorer : {"stoi", "estoi", "pesq", "si_sdr", "sdr"}) {
     std::vector<double> times;
     double value = 0;
     for (int r = 0; r < repeats; ++r) {
       auto start = std::chrono::steady_clock::now();
       if (scorer == "stoi" || scorer == "estoi") {
         value = stoi_of_sources(references, estimates, rate_a, scorer == "estoi");
+      } else if (scorer == "pesq") {
+        value = pesq_of_sources(references, estimates, rate_a);
       } else {
         auto scores = scorer == "sdr" ? bss_eval_sources(references, estimates, 512)
                                       : si_sdr_sources(references, estimates);

@@ -33,7 +33,8 @@ std::string evaluator_type(const ConfigSection& section, const ConfigSection* ev
 
 const std::vector<std::string>& validation_metrics() {
   static const std::vector<std::string> metrics{"loss",  "sdr",   "si_sdr",
-                                                "stoi",  "estoi", "error_rate"};
+                                                "stoi",  "estoi", "pesq",
+                                                "error_rate"};
   return metrics;
 }
 

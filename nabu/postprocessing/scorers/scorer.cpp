@@ -92,6 +92,26 @@ std::map<std::string, double> Scorer::score(const torch::Tensor& references,
   return averages;
 }
 
+std::vector<double> signal_samples(const torch::Tensor& signal) {
+  const auto contiguous = signal.to(torch::kFloat64).contiguous();
+  return {contiguous.data_ptr<double>(), contiguous.data_ptr<double>() + contiguous.numel()};
+}
+
+double mean_of_best_assignment(
+    const torch::Tensor& references, const torch::Tensor& estimates,
+    const std::function<double(const std::vector<double>&, const std::vector<double>&)>&
+        pair_score) {
+  const int64_t speakers = references.size(0);
+  std::vector<std::vector<double>> scores(speakers, std::vector<double>(speakers));
+  for (int64_t r = 0; r < speakers; ++r)
+    for (int64_t e = 0; e < speakers; ++e)
+      scores[r][e] = pair_score(signal_samples(references[r]), signal_samples(estimates[e]));
+  const auto permutation = best_permutation(scores);
+  double total = 0;
+  for (int64_t r = 0; r < speakers; ++r) total += scores[r][permutation[r]];
+  return total / static_cast<double>(speakers);
+}
+
 std::vector<int64_t> best_permutation(const std::vector<std::vector<double>>& scores) {
   const int64_t speakers = static_cast<int64_t>(scores.size());
   std::vector<int64_t> order(speakers), best;
@@ -230,5 +250,8 @@ NABU_REGISTER_WITH_OPTIONS(scorer_registry, "estoi",
                            ScorerOptions,
                            "extended STOI (Jensen & Taal 2016), 0..1, and its improvement over "
                            "the mixture")
+NABU_REGISTER_WITH_OPTIONS(scorer_registry, "pesq", make_pesq_scorer, ScorerOptions,
+                           "perceptual speech quality, MOS-LQO 1..4.6: narrow band (ITU-T "
+                           "P.862 + P.862.1) at 8 kHz, wide band (P.862.2) at 16 kHz")
 
 }  // namespace nabu

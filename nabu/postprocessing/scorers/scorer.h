@@ -7,6 +7,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -86,6 +87,16 @@ class Scorer {
 // total of scores[r][e] (brute force over the S! orders; S is the number of speakers).
 std::vector<int64_t> best_permutation(const std::vector<std::vector<double>>& scores);
 
+// The samples of a signal [N] as doubles.
+std::vector<double> signal_samples(const torch::Tensor& signal);
+
+// The mean over the speakers of `pair_score(reference, estimate)`, the estimates [S, N] assigned
+// to the references [S, N] by the highest mean (the validation metrics stoi, estoi, pesq).
+double mean_of_best_assignment(
+    const torch::Tensor& references, const torch::Tensor& estimates,
+    const std::function<double(const std::vector<double>&, const std::vector<double>&)>&
+        pair_score);
+
 // A scorer of single pairs (reference, estimate) of one metric each, given a function of the two:
 // the permutation of the estimates is the one of the highest mean over the speakers.
 class PairScorer : public Scorer {
@@ -106,6 +117,8 @@ using ScorerPtr = std::shared_ptr<Scorer>;
 using ScorerRegistry = Registry<ScorerPtr, const ConfigSection&>;
 // score_type stoi (extended: estoi), postprocessing/scorers/stoi.cpp.
 ScorerPtr make_stoi_scorer(const ConfigSection& section, bool extended);
+// score_type pesq, postprocessing/scorers/pesq.cpp.
+ScorerPtr make_pesq_scorer(const ConfigSection& section);
 ScorerRegistry& scorer_registry();
 
 // The scorers named by the section's `score_type` (a space-separated list, as the original).

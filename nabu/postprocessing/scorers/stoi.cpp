@@ -269,27 +269,12 @@ double stoi(const std::vector<double>& clean, const std::vector<double>& process
   return total / static_cast<double>(count);
 }
 
-namespace {
-
-std::vector<double> samples_of(const torch::Tensor& signal) {
-  const auto contiguous = signal.to(torch::kFloat64).contiguous();
-  return {contiguous.data_ptr<double>(), contiguous.data_ptr<double>() + contiguous.numel()};
-}
-
-}  // namespace
-
 double stoi_of_sources(const torch::Tensor& references, const torch::Tensor& estimates,
                        int sample_rate, bool extended) {
-  const int64_t speakers = references.size(0);
-  std::vector<std::vector<double>> scores(speakers, std::vector<double>(speakers));
-  for (int64_t r = 0; r < speakers; ++r)
-    for (int64_t e = 0; e < speakers; ++e)
-      scores[r][e] = stoi(samples_of(references[r]), samples_of(estimates[e]), sample_rate,
-                          extended);
-  const auto permutation = best_permutation(scores);
-  double total = 0;
-  for (int64_t r = 0; r < speakers; ++r) total += scores[r][permutation[r]];
-  return total / static_cast<double>(speakers);
+  return mean_of_best_assignment(
+      references, estimates, [&](const std::vector<double>& r, const std::vector<double>& e) {
+        return stoi(r, e, sample_rate, extended);
+      });
 }
 
 namespace {
@@ -307,7 +292,7 @@ class StoiScorer : public PairScorer {
  protected:
   std::vector<double> score_pair(const torch::Tensor& reference, const torch::Tensor& estimate,
                                  int sample_rate) const override {
-    return {stoi(samples_of(reference), samples_of(estimate), sample_rate, kExtended)};
+    return {stoi(signal_samples(reference), signal_samples(estimate), sample_rate, kExtended)};
   }
 };
 
