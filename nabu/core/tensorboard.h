@@ -54,6 +54,13 @@ std::string wav_bytes(const std::vector<float>& samples, int sample_rate);
 // "train/examples_per_second".
 std::vector<std::pair<std::string, double>> record_scalars(const nlohmann::json& record);
 
+// A signal for TensorBoard's audio tab (validation_evaluator.cfg's tensorboard_audio).
+struct AudioClip {
+  std::string tag;  // "audio/<task>/<utterance>/separated_1", ...
+  std::vector<float> samples;
+  int sample_rate = 0;
+};
+
 class TensorBoardWriter {
  public:
   // A new event file in `dir` (created): events.out.tfevents.<seconds>.<host>.<pid>, beginning

@@ -25,7 +25,7 @@ namespace {
 struct MetricEvaluatorOptions {
   std::string validation_metric, metric_org_mix, metric_usedbins, metric_org_src,
       metric_references;
-  int requested_utts = 0, batch_size = 0, metric_utts = 0;
+  int requested_utts = 0, batch_size = 0, metric_utts = 0, tensorboard_audio = 0;
   void declare(OptionsReader& r) {
     r.choice("validation_metric", validation_metric,
              {"loss", "sdr", "si_sdr", "stoi", "estoi", "pesq", "error_rate"},
@@ -46,6 +46,10 @@ struct MetricEvaluatorOptions {
       "score only the first N validation utterances (0 = all the loss is computed over): "
       "reconstruction is the slow part (k-means of deep clustering: about 1 s per utterance "
       "on one core), the loss is still over all");
+    r("tensorboard_audio", tensorboard_audio,
+      "sdr, si_sdr, stoi, estoi, pesq: the separated signals of the first N validation "
+      "utterances written at every validation into the experiment's TensorBoard files (audio "
+      "tab), their references at the first; 0 = none");
     r("requested_utts", requested_utts, "examples evaluated at most (as task_loss_evaluator)");
     r("batch_size", batch_size, "examples per batch (as task_loss_evaluator)");
   }
@@ -70,6 +74,9 @@ class MetricEvaluator : public Evaluator {
   // [S, N] of a mask reconstructor: its masks applied to the mixture's spectrum.
   torch::Tensor masked_signals(const std::string& utterance, const TensorMap& outputs);
   void score_labels(const std::string& utterance, const TensorMap& outputs);
+  // The first tensorboard_audio utterances' signals into audio_.
+  void keep_audio(const std::string& utterance, const torch::Tensor& estimates,
+                  const torch::Tensor& references, int rate);
 
   std::string metric_;
   int64_t metric_utts_ = 0;  // 0: all
@@ -82,6 +89,11 @@ class MetricEvaluator : public Evaluator {
   std::unique_ptr<SectionReader> references_;
   double sum_ = 0;
   int64_t count_ = 0;
+  // tensorboard_audio: how many utterances, how many are still to keep in this evaluation, and
+  // whether the references were kept once.
+  int64_t audio_utts_ = 0, audio_left_ = 0;
+  bool references_kept_ = false;
+  std::vector<AudioClip> audio_;
 };
 
 std::string metric_of(const EvaluatorContext& context) {
@@ -113,6 +125,8 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
   const ConfigSection& section = context.section;
   metric_utts_ = section.get_int("metric_utts", 0);
   if (metric_utts_ < 0) section.fail("metric_utts", "must not be negative (0 = all)");
+  audio_utts_ = section.get_int("tensorboard_audio", 0);
+  if (audio_utts_ < 0) section.fail("tensorboard_audio", "must not be negative (0 = none)");
   const ConfigSection& metric_source =
       section.has("validation_metric") || !context.evaluator ? section : *context.evaluator;
   if (metric_ != "sdr" && metric_ != "si_sdr" && metric_ != "stoi" && metric_ != "estoi" &&
@@ -123,6 +137,8 @@ MetricEvaluator::MetricEvaluator(const EvaluatorContext& context) : metric_(metr
   loss_ = std::make_unique<TaskLossEvaluator>(whole_utterances(context));
   const std::string& task = loss_->spec().name;
   if (metric_ == "error_rate") {
+    if (audio_utts_ > 0)
+      section.fail("tensorboard_audio", "validation_metric = error_rate separates no signals");
     const ConfigFile* decoders = context.recipe.find("decoder.cfg");
     if (!decoders || !decoders->has_section(task))
       metric_source.fail("validation_metric", "error_rate decodes with decoder.cfg's [" + task +
@@ -171,6 +187,7 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
   int64_t length = std::min(references.size(1), estimates.size(1));
   references = references.slice(1, 0, length);
   estimates = estimates.slice(1, 0, length);
+  keep_audio(utterance, estimates, references, rate);
   if (metric_ == "pesq") {
     try {
       sum_ += pesq_of_sources(references, estimates, rate);
@@ -201,6 +218,25 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
   count_ += 1;
 }
 
+void MetricEvaluator::keep_audio(const std::string& utterance, const torch::Tensor& estimates,
+                                 const torch::Tensor& references, int rate) {
+  if (audio_left_ <= 0) return;
+  --audio_left_;
+  // Each signal peaks at 0.9, so that quiet estimates of an early model can be heard.
+  auto clip = [&](const std::string& name, const torch::Tensor& signal) {
+    auto samples = signal.to(torch::kFloat32).contiguous();
+    samples = samples / samples.abs().max().clamp_min(1e-9) * 0.9;
+    audio_.push_back({"audio/" + spec().name + "/" + utterance + "/" + name,
+                      {samples.data_ptr<float>(), samples.data_ptr<float>() + samples.numel()},
+                      rate});
+  };
+  for (int64_t s = 0; s < estimates.size(0); ++s)
+    clip("separated_" + std::to_string(s + 1), estimates[s]);
+  if (references_kept_) return;
+  for (int64_t s = 0; s < references.size(0); ++s)
+    clip("reference_" + std::to_string(s + 1), references[s]);
+}
+
 void MetricEvaluator::score_labels(const std::string& utterance, const TensorMap& outputs) {
   if (!references_->has(utterance))
     throw DataError("validation utterance '" + utterance + "' has no reference in section [" +
@@ -219,6 +255,9 @@ EvaluationResult MetricEvaluator::evaluate(int64_t max_batches, Communicator* co
                                            const BatchCallback& on_batch) {
   sum_ = 0;
   count_ = 0;
+  audio_.clear();
+  // Only the chief writes TensorBoard files; it keeps the first utterances it scores.
+  audio_left_ = communicator && !communicator->is_chief() ? 0 : audio_utts_;
   const std::string& lengths_of = loss_->spec().input_names.front();
   // Rank r evaluates batches r, r + W, ...: the k-th batch it sees is batch r + k W of all.
   const int64_t rank = communicator ? communicator->rank() : 0;
@@ -250,6 +289,9 @@ EvaluationResult MetricEvaluator::evaluate(int64_t max_batches, Communicator* co
   result.metric_sum = sum;
   result.metric_count = count;
   result.higher_is_better = metric_ != "error_rate";
+  if (!audio_.empty()) references_kept_ = true;
+  result.audio = std::move(audio_);
+  audio_.clear();
   return result;
 }
 

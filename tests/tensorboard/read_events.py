@@ -3,16 +3,20 @@
 EventAccumulator, which verifies every record's CRC and drops what a resumed run trains again) and
 checks that every number of every stage's metrics.jsonl is there as a scalar at its step, once,
 with its value (as a 32-bit float), and nothing else is; with log_norms (norms in the update
-records), that every parameter has a histogram at every validation, once.
+records), that every parameter has a histogram at every validation, once; with --audio N
+(validation_evaluator.cfg's tensorboard_audio = N), that every validation has the separated
+signals of N utterances, and the first one their references, as WAV files of the data's rate.
 
-  read_events.py EXPDIR
+  read_events.py EXPDIR [--audio N]
 
 Run by TensorBoard.ReaderFindsEveryMetricOnceAfterAResume (tests/unit/test_tensorboard.cpp) with
 the test venv's python (./run tests makes it from tests/requirements.txt)."""
+import io
 import json
 import math
 import os
 import sys
+import wave
 
 from tensorboard.backend.event_processing import event_accumulator
 
@@ -82,12 +86,49 @@ def check_histograms(stage, records, accumulator):
     return problems
 
 
-def check_stage(expdir, stage):
+def check_audio(stage, records, accumulator, utterances):
+    """Every validation step: the separated signals of `utterances` utterances (tags
+    audio/<task>/<utterance>/separated_<k>), the first validation also their references; each a
+    mono 16-bit WAV of the data's rate and of the length the event states."""
+    validations = sorted({record["step"] for record in records
+                          if record.get("type") == "validation"})
+    tags = accumulator.Tags()["audio"]
+    problems = []
+    separated = [tag for tag in tags if "/separated_" in tag]
+    references = [tag for tag in tags if "/reference_" in tag]
+    utterances_seen = {tag.rsplit("/", 1)[0] for tag in separated}
+    if len(utterances_seen) != utterances:
+        problems.append("%s: audio of %d utterance(s), tensorboard_audio asks %d" %
+                        (stage, len(utterances_seen), utterances))
+    if not references:
+        problems.append("%s: no reference audio" % stage)
+    for tag in separated + references:
+        events = accumulator.Audio(tag)
+        steps = sorted(event.step for event in events)
+        wanted = validations if tag in separated else validations[:1]
+        if steps != wanted:
+            problems.append("%s: audio %s at steps %s, wanted %s" % (stage, tag, steps, wanted))
+        for event in events:
+            with wave.open(io.BytesIO(event.encoded_audio_string)) as wav:
+                if (wav.getnchannels() != 1 or wav.getsampwidth() != 2 or
+                        wav.getframerate() != int(event.sample_rate) or
+                        wav.getnframes() != event.length_frames or event.length_frames < 800):
+                    problems.append("%s: audio %s at step %d: %d channel(s), %d bytes, %d Hz, "
+                                    "%d frames (event: %g Hz, %d frames)" % (
+                                        stage, tag, event.step, wav.getnchannels(),
+                                        wav.getsampwidth(), wav.getframerate(),
+                                        wav.getnframes(), event.sample_rate,
+                                        event.length_frames))
+    return problems
+
+
+def check_stage(expdir, stage, audio_utterances):
     records = read_records(os.path.join(expdir, stage, "metrics.jsonl"))
     expected = expected_scalars(records)
     run = os.path.join(expdir, "tensorboard", stage)
     accumulator = event_accumulator.EventAccumulator(
-        run, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.HISTOGRAMS: 0})
+        run, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.HISTOGRAMS: 0,
+                            event_accumulator.AUDIO: 0})
     accumulator.Reload()
     problems = []
     found = {}
@@ -107,18 +148,23 @@ def check_stage(expdir, stage):
     for key in sorted(set(found) - set(expected)):
         problems.append("%s: %s at step %d is in TensorBoard only" % (stage, key[0], key[1]))
     problems += check_histograms(stage, records, accumulator)
+    if audio_utterances:
+        problems += check_audio(stage, records, accumulator, audio_utterances)
+    elif accumulator.Tags()["audio"]:
+        problems.append("%s: audio without tensorboard_audio" % stage)
     return len(expected), problems
 
 
 def main():
     expdir = sys.argv[1]
+    audio_utterances = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--audio" else 0
     stages = sorted(name for name in os.listdir(expdir)
                     if os.path.exists(os.path.join(expdir, name, "metrics.jsonl")))
     if not stages:
         sys.exit("no stage with metrics.jsonl in " + expdir)
     problems, total = [], 0
     for stage in stages:
-        count, stage_problems = check_stage(expdir, stage)
+        count, stage_problems = check_stage(expdir, stage, audio_utterances)
         total += count
         problems += stage_problems
     for problem in problems[:20]:

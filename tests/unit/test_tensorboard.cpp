@@ -207,5 +207,35 @@ TEST_F(TrainingRun, TensorBoardReaderFindsEveryMetricOnceAfterAResume) {
   EXPECT_NE(read.output.find("stage(s) read back"), std::string::npos) << read.output;
 }
 
+// validation_evaluator.cfg's tensorboard_audio = 2 with validation_metric = si_sdr: TensorBoard's
+// reader finds the separated signals of two validation utterances at every validation and their
+// references at the first, as WAV files; with validation by loss the key is refused in one line.
+TEST_F(TrainingRun, TensorBoardAudioHoldsTheSeparatedValidationUtterances) {
+  const std::string python = NABU_TEST_VENV_PYTHON;
+  ASSERT_TRUE(fs::exists(python)) << python << " is missing";
+  auto trained = run_nabu(
+      "train --expdir=exp_audio " +
+          tiny_dc("--max-steps=4,1 --set trainer.cfg:trainer:valid_frequency=2"
+                  " --set validation_evaluator.cfg:task_2spk:validation_metric=si_sdr"
+                  " --set validation_evaluator.cfg:task_2spk:metric_utts=3"
+                  " --set validation_evaluator.cfg:task_2spk:tensorboard_audio=2"),
+      dir_.path());
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  auto read = run_shell("'" + python + "' '" + std::string(NABU_SOURCE_DIR) +
+                            "/tests/tensorboard/read_events.py' exp_audio --audio 2",
+                        dir_.path());
+  EXPECT_EQ(read.exit_code, 0) << read.output;
+  EXPECT_NE(read.output.find("stage(s) read back"), std::string::npos) << read.output;
+
+  auto refused = run_nabu(
+      "train --expdir=exp_audio_loss " +
+          tiny_dc("--max-steps=1,1 --set validation_evaluator.cfg:task_2spk:tensorboard_audio=2"),
+      dir_.path());
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("[task_2spk] tensorboard_audio: the task validates by its loss"),
+            std::string::npos)
+      << refused.output;
+}
+
 }  // namespace testing
 }  // namespace nabu

@@ -9,10 +9,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nabu/core/config.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/registry.h"
+#include "nabu/core/tensorboard.h"
 #include "nabu/distributed/communicator.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
@@ -30,6 +32,9 @@ struct EvaluationResult {
   std::string metric;
   double metric_sum = 0, metric_count = 0;
   bool higher_is_better = true;
+  // The separated signals (and, at the run's first validation, the references) of the first
+  // tensorboard_audio utterances; on the chief only.
+  std::vector<AudioClip> audio;
 
   double value() const { return norm != 0 ? loss / norm : 0.0; }
   double metric_value() const { return metric_count != 0 ? metric_sum / metric_count : 0.0; }

@@ -83,6 +83,11 @@ struct TaskLossEvaluatorOptions {
 
 NABU_REGISTER_DOCUMENTED(evaluator_registry, "task_loss_evaluator",
                          [](const EvaluatorContext& context) -> EvaluatorPtr {
+                           if (context.section.get_int("tensorboard_audio", 0) > 0)
+                             context.section.fail(
+                                 "tensorboard_audio",
+                                 "the task validates by its loss, which separates no signals; "
+                                 "set validation_metric = sdr, si_sdr, stoi, estoi or pesq");
                            return std::make_unique<TaskLossEvaluator>(context);
                          },
                          TaskLossEvaluatorOptions,

@@ -249,6 +249,7 @@ bool MultiTaskTrainer::validate() {
   const double seconds = seconds_since(start);
   outcome.record["seconds"] = seconds;
   progress_->validation(outcome.record, fmt::format("{} in {:.1f} s", outcome.text, seconds));
+  progress_->audio(state_.step, outcome.audio);
   if (options_.profiling.log_norms && progress_->enabled()) {
     // The distribution of every parameter tensor, as TensorBoard histograms.
     std::vector<std::pair<std::string, std::vector<double>>> values;

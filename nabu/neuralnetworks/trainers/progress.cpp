@@ -71,6 +71,11 @@ void TrainingProgress::validation(nlohmann::json record, const std::string& line
   write(record);
 }
 
+void TrainingProgress::audio(int64_t step, const std::vector<AudioClip>& clips) {
+  if (!tensorboard_) return;
+  for (const auto& clip : clips) tensorboard_->audio(clip.tag, step, clip.samples, clip.sample_rate);
+}
+
 void TrainingProgress::histograms(
     int64_t step, const std::vector<std::pair<std::string, std::vector<double>>>& values) {
   if (!tensorboard_) return;

@@ -45,6 +45,8 @@ class TrainingProgress {
   void validation(nlohmann::json record, const std::string& line);
   // Any other record for metrics.jsonl (profiles, exports); gets "stage" added.
   void record(nlohmann::json record);
+  // TensorBoard audio at `step` (validation_evaluator.cfg's tensorboard_audio).
+  void audio(int64_t step, const std::vector<AudioClip>& clips);
   // TensorBoard histograms at `step` (log_norms: every parameter at each validation), by tag.
   void histograms(int64_t step,
                   const std::vector<std::pair<std::string, std::vector<double>>>& values);

@@ -95,6 +95,7 @@ StageValidation::Evaluated StageValidation::evaluate(Communicator& communicator)
     out.selection.push_back(result.selection_value());
     out.losses[task.name] = result.value();
     out.total += result.selection_value() * task.weight;
+    for (auto& clip : result.audio) out.audio.push_back(std::move(clip));
     if (result.metric.empty()) continue;
     out.metrics[task.name] = result.metric_value();
     out.metrics_text += fmt::format("{}{}{} {:.4g} (loss {:.6g})",
@@ -155,7 +156,7 @@ StageValidation::Outcome StageValidation::describe(const Evaluated& evaluated,
                                    ? fmt::format("loss {:.6g}", evaluated.total)
                                    : evaluated.metrics_text;
   nlohmann::json extra_sets = evaluate_extra_sets(communicator, tasks_text);
-  Outcome outcome{decision, evaluated.total, {}, {}};
+  Outcome outcome{decision, evaluated.total, {}, {}, evaluated.audio};
   outcome.record = {{"step", state.step},          {"loss", evaluated.total},
                     {"task_losses", evaluated.losses}, {"improved", improved},
                     {"terminate", decision.terminate}, {"halve_lr", decision.halve_lr},

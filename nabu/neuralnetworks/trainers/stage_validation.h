@@ -38,6 +38,7 @@ class StageValidation {
     double total = 0;       // what the tracks were given, weighted over the tasks
     nlohmann::json record;  // metrics.jsonl's validation record, without its seconds
     std::string text;       // the log line, without its seconds
+    std::vector<AudioClip> audio;  // the tasks' tensorboard_audio signals
   };
 
   // Nothing to validate (no validation_evaluator.cfg, `evaluator = None`, every task excluded):
@@ -68,6 +69,7 @@ class StageValidation {
     std::map<std::string, double> losses, metrics;
     std::string metrics_text;
     double total = 0;
+    std::vector<AudioClip> audio;
   };
 
   StageValidation(const Context& context, ValidationPolicyOptions policy);
