@@ -74,6 +74,24 @@ TEST(MixedPrecision, PrecisionNamesAndFp16NeedsAGpu) {
   EXPECT_EQ(error_of([] { check_precision(Precision::kBf16, torch::kCPU, "precision"); }), "");
 }
 
+// bf16 on a CPU without bfloat16 instructions warns (with the measured factor); a CPU with
+// avx512_bf16 or AMX, a GPU or another precision does not.
+TEST(MixedPrecision, Bf16OnACpuWithoutBf16InstructionsWarns) {
+  const c10::Device cpu(c10::kCPU), gpu(c10::kCUDA, 0);
+  const std::string avx2 = "fpu sse2 avx avx2 fma";
+  const std::string warning = bf16_speed_warning(Precision::kBf16, cpu, avx2);
+  EXPECT_NE(warning.find("without bfloat16 instructions"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("10.3x slower"), std::string::npos) << warning;
+  EXPECT_EQ(bf16_speed_warning(Precision::kBf16, cpu, avx2 + " avx512f avx512_bf16"), "");
+  EXPECT_EQ(bf16_speed_warning(Precision::kBf16, cpu, avx2 + " amx_bf16 amx_tile"), "");
+  EXPECT_EQ(bf16_speed_warning(Precision::kFp32, cpu, avx2), "");
+  EXPECT_EQ(bf16_speed_warning(Precision::kBf16, gpu, avx2), "");
+  // A name that merely contains the flag is not the flag.
+  EXPECT_NE(bf16_speed_warning(Precision::kBf16, cpu, avx2 + " xavx512_bf16x"), "");
+  // This machine's flags, as the trainer reads them.
+  EXPECT_NE(cpu_flags().find("sse2"), std::string::npos) << cpu_flags();
+}
+
 TEST(MixedPrecision, AutocastScopeComputesProductsInBf16AndRestoresTheState) {
   auto a = torch::randn({4, 8}), b = torch::randn({8, 3});
   EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat32);

@@ -24,6 +24,15 @@ std::string precision_name(Precision precision);
 // bf16. Throws Error naming `what` for fp16 on a CPU device.
 void check_precision(Precision precision, const c10::Device& device, const std::string& what);
 
+// The warning bf16 on a CPU without bfloat16 instructions deserves (LibTorch emulates the type
+// there: measured 10.3x slower than fp32, docs/results.md), given the CPU's flags as
+// /proc/cpuinfo lists them; empty when the device is a GPU, the precision another, or the CPU
+// has avx512_bf16 or amx_bf16.
+std::string bf16_speed_warning(Precision precision, const c10::Device& device,
+                               const std::string& cpu_flags);
+// The first "flags" line of /proc/cpuinfo ("" where there is none).
+std::string cpu_flags();
+
 // While it lives, the operations LibTorch's autocast lists (matrix products, convolutions, LSTMs)
 // compute in bf16 or fp16 on `device`'s type; the previous autocast state comes back after.
 // fp32: changes nothing.

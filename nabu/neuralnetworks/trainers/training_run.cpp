@@ -185,8 +185,10 @@ c10::Device training_device(const Recipe& recipe, const std::string& flag) {
   auto device = flag.empty() ? resolve_device(options.compute.device,
                                               trainer_cfg.path() + ": [trainer] device")
                              : resolve_device(flag, "--device");
-  check_precision(parse_precision(options.compute.precision, "precision"), device,
-                  trainer_cfg.path() + ": [trainer] precision");
+  const Precision precision = parse_precision(options.compute.precision, "precision");
+  check_precision(precision, device, trainer_cfg.path() + ": [trainer] precision");
+  const std::string slow = bf16_speed_warning(precision, device, cpu_flags());
+  if (!slow.empty()) spdlog::warn(slow);
   return device;
 }
 
