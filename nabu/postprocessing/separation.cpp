@@ -138,9 +138,16 @@ TensorMap Separator::forward_samples(const std::string& task, const torch::Tenso
   }
   for (auto* tensors : {&inputs, &lengths})
     for (auto& [name, tensor] : *tensors) tensor = tensor.to(device_);
-  auto outputs = entry.graph->forward(inputs, lengths, /*training=*/false);
+  TensorMap outputs;
+  {
+    AutocastScope autocast(precision_, device_);
+    outputs = entry.graph->forward(inputs, lengths, /*training=*/false);
+  }
   TensorMap one;
-  for (const auto& [name, tensor] : outputs) one[name] = tensor[0].cpu();
+  for (const auto& [name, tensor] : outputs) {
+    auto output = tensor[0].cpu();
+    one[name] = output.is_floating_point() ? output.to(torch::kFloat32) : output;
+  }
   return one;
 }
 

@@ -11,6 +11,7 @@
 #include "nabu/core/recipe.h"
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/models/model_bank.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/scorers/scorer.h"
@@ -89,6 +90,9 @@ class Separator {
   // The sample rate of the data a task's model was trained on (its first input section's list);
   // 0 for a task without inputs.
   int input_sample_rate(const std::string& task);
+  // forward_samples computes in `precision` (autocast; `nabu separate --precision`); fp32 by
+  // default. The outputs come back as float32 either way.
+  void set_precision(Precision precision) { precision_ = precision; }
 
  private:
   friend class TaskSeparation;
@@ -102,6 +106,7 @@ class Separator {
   bool early_ = false;  // model_file_ is a training checkpoint
   std::unique_ptr<ModelBank> bank_;
   c10::Device device_;  // where the models compute; the outputs come back to the CPU
+  Precision precision_ = Precision::kFp32;
   StoreCache stores_;
   // forward_samples: per task, its graph (loaded on first use) and its input sections.
   struct SampleTask {

@@ -11,6 +11,7 @@
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/postprocessing/chunked_separation.h"
 
 namespace nabu::cli {
@@ -26,7 +27,7 @@ void remember_signal(int signal_number) { received_signal = signal_number; }
 int cmd_separate(const std::vector<std::string>& args) {
   CommonOptions common;
   RecordingOptions recordings;
-  std::string out;
+  std::string out, precision_name = "fp32";
   FileSeparationOptions options;
   po::options_description description("Options");
   po::positional_options_description positional;
@@ -42,6 +43,9 @@ int cmd_separate(const std::vector<std::string>& args) {
        "whole file at once)")
       ("overlap-seconds", po::value(&options.chunks.overlap_seconds)->default_value(1.0),
        "overlap of consecutive chunks: speakers are matched and cross-faded on it")
+      ("precision", po::value(&precision_name)->default_value("fp32"),
+       "fp32, or bf16 (autocast: the matrix products, convolutions and LSTMs in bfloat16; on\n"
+       "a CPU with avx512_bf16 or AMX), or fp16 (CUDA devices only)")
       ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
        "write the outputs at the model's sample rate instead of the input's")
       ("model-rate", po::value(&options.model_rate)->default_value(0),
@@ -66,8 +70,13 @@ int cmd_separate(const std::vector<std::string>& args) {
   std::string task = recordings.task;
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
   std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
-  Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model,
-                      resolve_device(recordings.device, "--device"));
+  const auto device = resolve_device(recordings.device, "--device");
+  const Precision precision = parse_precision(precision_name, "--precision");
+  check_precision(precision, device, "--precision");
+  const std::string slow = bf16_speed_warning(precision, device, cpu_flags());
+  if (!slow.empty()) spdlog::warn(slow);
+  Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model, device);
+  separator.set_precision(precision);
   auto separation = separator.task(task);
   options.model_rate = check_file_separation_options(*separation, options);
   ensure_directory(out);
