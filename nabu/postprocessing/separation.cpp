@@ -151,6 +151,21 @@ TensorMap Separator::forward_samples(const std::string& task, const torch::Tenso
   return one;
 }
 
+const ModelGraph& Separator::loaded_graph(const std::string& task, int sample_rate) {
+  auto& entry = sample_task(task);
+  if (!entry.loaded) {
+    auto time = torch::arange(sample_rate / 2, torch::kFloat64) / sample_rate;
+    forward_samples(task, 3000.0 * torch::sin(2.0 * M_PI * 440.0 * time), sample_rate);
+  }
+  return *entry.graph;
+}
+
+std::vector<const SectionReader*> Separator::input_sections(const std::string& task) {
+  std::vector<const SectionReader*> sections;
+  for (const auto& [name, reader] : sample_task(task).inputs) sections.push_back(reader.get());
+  return sections;
+}
+
 TaskSeparation::TaskSeparation(Separator& owner, const std::string& task)
     : owner_(owner), name_(task) {
   const Recipe& recipe = owner.recipe_;

@@ -51,6 +51,7 @@ class TaskSeparation {
   // Samples of one analysis frame at `sample_rate` (shorter signals cannot be separated).
   int64_t frame_length(int sample_rate) const;
   int num_speakers() const { return reconstructor_->num_speakers(); }
+  const Reconstructor& reconstructor() const { return *reconstructor_; }
   // The line of the reconstructor's org_mix section for a test utterance (its mixture audio).
   DataLine mixture_line(const std::string& utterance) const;
   const std::string& name() const { return name_; }
@@ -90,6 +91,10 @@ class Separator {
   // The sample rate of the data a task's model was trained on (its first input section's list);
   // 0 for a task without inputs.
   int input_sample_rate(const std::string& task);
+  // A task's graph with its models built and loaded (by one forward pass on a short tone at
+  // `sample_rate`), and its input sections (`nabu export`).
+  const ModelGraph& loaded_graph(const std::string& task, int sample_rate);
+  std::vector<const SectionReader*> input_sections(const std::string& task);
   // forward_samples computes in `precision` (autocast; `nabu separate --precision`); fp32 by
   // default. The outputs come back as float32 either way.
   void set_precision(Precision precision) { precision_ = precision; }

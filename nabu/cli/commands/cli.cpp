@@ -130,13 +130,19 @@ Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& 
   if (options.recordings.empty())
     throw Error("no audio file given (see nabu " + command + " --help)");
   if (options.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
+  return load_experiment_recipe(common, options.task, command);
+}
+
+Recipe load_experiment_recipe(const CommonOptions& common, const std::string& task,
+                              const std::string& command) {
+  require(common.expdir, "expdir", command);
   apply_common_options(common);
   std::filesystem::path expdir = common.expdir;
   if (!std::filesystem::exists(expdir / "trainer.cfg"))
     throw Error(expdir.string() + " holds no trained experiment (no recipe copy)");
   Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
                                         : Recipe::load(common.recipe, common.overrides());
-  check_task_flag(recipe, options.task);
+  check_task_flag(recipe, task);
   return recipe;
 }
 
@@ -214,6 +220,7 @@ const std::vector<CommandInfo>& commands() {
       {"check", cmd_check, "check a recipe without running it; lists all problems"},
       {"separate", cmd_separate, "separate new mixtures with a trained model"},
       {"recognize", cmd_recognize, "print the labels a trained sequence task hears in recordings"},
+      {"export", cmd_export, "write a trained separation model as one TorchScript file"},
       {"list", cmd_list, "list the registered components (models, losses, ...)"},
   };
   return table;

@@ -68,6 +68,10 @@ void add_recording_options(po::options_description& description,
 // wrong.
 Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,
                            const std::string& command);
+// The same for a command without recordings (export): --expdir, the common options, the recipe
+// copy and --task.
+Recipe load_experiment_recipe(const CommonOptions& common, const std::string& task,
+                              const std::string& command);
 // A --task flag must name a task of the recipe's test_evaluator.cfg (a section other than
 // [evaluator]); otherwise throws blaming the flag and listing the tasks. Empty: nothing to check.
 void check_task_flag(const Recipe& recipe, const std::string& task);
@@ -91,6 +95,7 @@ int cmd_sweep(const std::vector<std::string>& args);
 int cmd_check(const std::vector<std::string>& args);
 int cmd_separate(const std::vector<std::string>& args);
 int cmd_recognize(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
 int cmd_recipe(const std::vector<std::string>& args);
 

@@ -22,6 +22,16 @@ volatile std::sig_atomic_t received_signal = 0;
 
 void remember_signal(int signal_number) { received_signal = signal_number; }
 
+// --precision, checked against the device (fp16: CUDA only), with the warning bf16 deserves on
+// a CPU without bfloat16 instructions.
+Precision separation_precision(const std::string& name, const c10::Device& device) {
+  const Precision precision = parse_precision(name, "--precision");
+  check_precision(precision, device, "--precision");
+  const std::string slow = bf16_speed_warning(precision, device, cpu_flags());
+  if (!slow.empty()) spdlog::warn(slow);
+  return precision;
+}
+
 }  // namespace
 
 int cmd_separate(const std::vector<std::string>& args) {
@@ -71,10 +81,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
   std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
   const auto device = resolve_device(recordings.device, "--device");
-  const Precision precision = parse_precision(precision_name, "--precision");
-  check_precision(precision, device, "--precision");
-  const std::string slow = bf16_speed_warning(precision, device, cpu_flags());
-  if (!slow.empty()) spdlog::warn(slow);
+  const Precision precision = separation_precision(precision_name, device);
   Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model, device);
   separator.set_precision(precision);
   auto separation = separator.task(task);

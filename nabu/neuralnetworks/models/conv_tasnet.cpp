@@ -118,6 +118,36 @@ class ConvTasNetModel : public WaveformMaskModel {
     return decode(logits, encoded);
   }
 
+ public:
+  std::string torchscript() const override {
+    const auto& o = options_;
+    std::string script = script_norm_method() +
+                         "def forward(self, x: Tensor) -> Tensor:\n" + script_encode();
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      const auto& block = blocks_[b];
+      const std::string p = "self.block" + std::to_string(b) + "_";
+      const int64_t dilation = int64_t{1} << (b % o.blocks_per_repeat);
+      script += "    hidden = self._norm(torch.prelu(torch.conv1d(features, " + p +
+                "expand_weight, " + p + "expand_bias), " + p + "prelu1_weight), " + p +
+                "norm1_gain, " + p + "norm1_bias)\n";
+      script += "    hidden = torch.constant_pad_nd(hidden, [" +
+                std::to_string(block.left_context) + ", " + std::to_string(block.right_context) +
+                "], 0.0)\n";
+      script += "    hidden = self._norm(torch.prelu(torch.conv1d(hidden, " + p +
+                "depthwise_weight, " + p + "depthwise_bias, [1], [0], [" +
+                std::to_string(dilation) + "], " + std::to_string(o.hidden_channels) + "), " +
+                p + "prelu2_weight), " + p + "norm2_gain, " + p + "norm2_bias)\n";
+      if (!block.residual.is_empty())
+        script += "    features = features + torch.conv1d(hidden, " + p + "residual_weight, " +
+                  p + "residual_bias)\n";
+      script += std::string(b == 0 ? "    skips = " : "    skips = skips + ") +
+                "torch.conv1d(hidden, " + p + "skip_weight, " + p + "skip_bias)\n";
+    }
+    script += "    logits = torch.conv1d(torch.prelu(skips, self.output_prelu_weight), "
+              "self.mask_weight, self.mask_bias)\n";
+    return script + script_decode();
+  }
+
  private:
   ConvTasNetOptions options_;
   torch::nn::Conv1d mask_layer_{nullptr};

@@ -32,6 +32,14 @@ class Model : public torch::nn::Module {
   bool trainable() const { return trainable_; }
   // "model 'main' (dblstm, model.cfg:5: [main])": the prefix of this model's runtime errors.
   std::string describe() const;
+  // The forward pass of one unpadded batch as TorchScript source (`nabu export`,
+  // postprocessing/model_export.h): a `forward(self, x: Tensor) -> Tensor` of a module holding
+  // this model's parameters as attributes named as in named_parameters() with '.' -> '_'. Empty
+  // when the architecture cannot be exported; why_not_exported() then says why.
+  virtual std::string torchscript() const { return ""; }
+  virtual std::string why_not_exported() const {
+    return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet has)";
+  }
 
  protected:
   // Creates and registers the parameters/submodules for inputs shaped like `inputs`. Runs under

@@ -258,6 +258,71 @@ class WaveformMaskModel : public Model {
     return {std::move(encoded), features};
   }
 
+  // TorchScript of the shared parts (Model::torchscript), for one unpadded batch x [B, N]: the
+  // method _norm(x, gain, bias) of the model's norm; script_encode() sets `samples`, `encoded`
+  // [B, N_f, K] and `features` [B, B_c, K]; script_decode() turns `logits` [B, S N_f, K] into
+  // the returned waveforms [B, N, S]. Parameters are attributes named as named_parameters()
+  // with '.' -> '_'.
+  std::string script_norm_method() const {
+    std::string body;
+    switch (waveform_options_.norm) {
+      case Norm::kGlobal:
+        body =
+            "    count = max(float(x.size(2)) * float(x.size(1)), 1.0)\n"
+            "    mean = x.sum([1, 2], keepdim=True) / count\n"
+            "    variance = (x - mean).pow(2).sum([1, 2], keepdim=True) / count\n";
+        break;
+      case Norm::kCumulative:
+        body =
+            "    count = torch.arange(1, x.size(2) + 1, dtype=x.dtype, device=x.device)"
+            ".view([1, 1, -1]) * float(x.size(1))\n"
+            "    mean = x.sum(1, keepdim=True).cumsum(2) / count\n"
+            "    variance = (x.pow(2).sum(1, keepdim=True).cumsum(2) / count - mean.pow(2))"
+            ".clamp_min(0.0)\n";
+        break;
+      case Norm::kChannel:
+        body =
+            "    mean = x.mean(1, keepdim=True)\n"
+            "    variance = (x - mean).pow(2).mean(1, keepdim=True)\n";
+        break;
+    }
+    return "def _norm(self, x: Tensor, gain: Tensor, bias: Tensor) -> Tensor:\n" + body +
+           "    return (x - mean) * torch.rsqrt(variance + 1e-08) * gain + bias\n\n";
+  }
+
+  std::string script_encode() const {
+    const auto& o = waveform_options_;
+    const std::string kernel = std::to_string(o.kernel_size);
+    const std::string stride = std::to_string(o.kernel_size / 2);
+    return "    samples = x.size(1)\n"
+           "    frames = (max(samples - " + kernel + ", 0) + " + stride + " - 1) // " + stride +
+           " + 1\n"
+           "    padded = (frames - 1) * " + stride + " + " + kernel + "\n"
+           "    signal = torch.constant_pad_nd(x, [0, padded - samples], 0.0).unsqueeze(1)\n"
+           "    encoded = torch.relu(torch.conv1d(signal, self.encoder_weight, None, [" + stride +
+           "]))\n"
+           "    features = torch.conv1d(self._norm(encoded, self.input_norm_gain, "
+           "self.input_norm_bias), self.bottleneck_weight, self.bottleneck_bias)\n";
+  }
+
+  std::string script_decode() const {
+    const auto& o = waveform_options_;
+    const std::string speakers = std::to_string(o.num_speakers);
+    const std::string filters = std::to_string(o.encoder_filters);
+    std::string activation = "torch.relu(logits)";
+    if (o.mask_nonlinearity == MaskNonlinearity::kSigmoid) activation = "torch.sigmoid(logits)";
+    if (o.mask_nonlinearity == MaskNonlinearity::kSoftmax) activation = "torch.softmax(logits, 1)";
+    return "    logits = logits.reshape([logits.size(0), " + speakers + ", " + filters +
+           ", logits.size(2)])\n"
+           "    masked = " + activation + " * encoded.unsqueeze(1)\n"
+           "    flat = masked.reshape([masked.size(0) * " + speakers + ", " + filters +
+           ", masked.size(3)])\n"
+           "    signals = torch.conv_transpose1d(flat, self.decoder_weight, None, [" +
+           std::to_string(o.kernel_size / 2) + "]).reshape([masked.size(0), " + speakers +
+           ", -1])\n"
+           "    return signals.narrow(2, 0, samples).transpose(1, 2)\n";
+  }
+
   // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
   torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded) {
     auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity);

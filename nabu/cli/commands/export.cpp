@@ -1,0 +1,47 @@
+// `nabu export`: flags -> export_experiment (postprocessing/model_export.h).
+#include <filesystem>
+#include <iostream>
+
+#include "nabu/cli/commands/cli.h"
+#include "nabu/core/error.h"
+#include "nabu/postprocessing/model_export.h"
+
+namespace nabu::cli {
+
+int cmd_export(const std::vector<std::string>& args) {
+  CommonOptions common;
+  ExportRequest request;
+  std::string out;
+  po::options_description description("Options");
+  add_common_options(description, common, "the trained experiment (nabu train); it must exist");
+  description.add_options()
+      ("task", po::value(&request.task),
+       "test task whose graph to export (default: the first of test_evaluator.cfg)")
+      ("model", po::value(&request.model)->default_value("final"),
+       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
+      ("allow-early-testing", po::bool_switch(&request.early),
+       "export the latest validated checkpoint of a training that has not finished")
+      ("format", po::value(&request.format)->default_value("torchscript"),
+       "torchscript (onnx is not written yet)")
+      ("out", po::value(&out), "the file to write, e.g. separator.pt (written atomically)");
+  if (!parse_command_line(
+          "export",
+          "Writes a trained separation model as one TorchScript file that runs without Nabu:\n"
+          "torch.jit.load(F) in Python, torch::jit::load(F) in C++. Its forward takes a mono\n"
+          "waveform [N] or [B, N] (float, any scale) at the model's sample rate (the file's\n"
+          "`sample_rate` attribute) and returns [B, S, N] float32: what nabu separate computes\n"
+          "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet);\n"
+          "other architectures are refused in one line.\n\n"
+          "Example: nabu export --expdir=exp/convtasnet --out=separator.pt",
+          args, description))
+    return 0;
+  require(common.expdir, "expdir", "export");
+  require(out, "out", "export");
+  Recipe recipe = load_experiment_recipe(common, request.task, "export");
+  request.out = out;
+  export_experiment(recipe, common.expdir, request);
+  std::cout << out << "\n";
+  return 0;
+}
+
+}  // namespace nabu::cli
