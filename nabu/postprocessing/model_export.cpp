@@ -69,7 +69,7 @@ const Model& exported_model(Separator& separator, TaskSeparation& separation,
   if (!separation.reconstructor().estimates_signals())
     throw Error("task " + task + ": reconstruct_type " + separation.reconstructor().type() +
                 " builds masks on the STFT, which export does not script yet; models that "
-                "estimate waveforms (conv_tasnet) export");
+                "estimate waveforms (conv_tasnet, dprnn) export");
   const auto inputs = separator.input_sections(task);
   const FeatureOptions* features = inputs.size() == 1 ? inputs[0]->feature_options() : nullptr;
   if (!features || features->feature != "raw")

@@ -4,8 +4,8 @@
 // `nabu separate` computes between the waveform and the separated waveforms for one chunk (the
 // input cut to whole analysis frames and divided by its peak, the network, each speaker's gain
 // that rebuilds the mixture by least squares, zeros after the cut), at the input's scale.
-// Exported so far: the time-domain models (conv_tasnet); other architectures and the mask
-// models are refused in one line naming why.
+// Exported so far: the time-domain models (conv_tasnet, dprnn); other architectures and the
+// mask models are refused in one line naming why.
 #pragma once
 
 #include <filesystem>

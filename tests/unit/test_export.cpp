@@ -1,7 +1,8 @@
-// `nabu export` (postprocessing/model_export.h): the TorchScript of a time-domain model computes
-// what the model computes, for every norm, mask activation and causality; a trained Conv-TasNet
-// experiment exported and loaded with torch::jit::load separates as `nabu separate` does; what
-// cannot be exported is refused in one line and leaves no file.
+// `nabu export` (postprocessing/model_export.h): the TorchScript of a time-domain model
+// (conv_tasnet, dprnn) computes what the model computes, for every norm, mask activation and
+// causality; a trained Conv-TasNet experiment exported and loaded with torch::jit::load
+// separates as `nabu separate` does; what cannot be exported is refused in one line and leaves
+// no file.
 #include <gtest/gtest.h>
 #include <torch/script.h>
 
@@ -23,33 +24,106 @@ const char* kSmallConvTasNet =
     "bottleneck_channels = 6\nhidden_channels = 10\nskip_channels = 5\nblocks_per_repeat = 3\n"
     "repeats = 2\n";
 
+const char* kSmallDprnn =
+    "architecture = dprnn\nnum_speakers = 3\nkernel_size = 4\nencoder_filters = 8\n"
+    "bottleneck_channels = 6\nhidden_units = 5\nchunk_size = 4\nnum_blocks = 2\n";
+
+// The scripted model of `body` against the model on unpadded batches of three, two lengths.
+void expect_script_matches(const std::string& body) {
+  SCOPED_TRACE(body);
+  auto model = make_model_from(body);
+  for (int64_t samples : {int64_t{57}, int64_t{200}}) {
+    auto input = torch::randn({3, samples});
+    auto expected = model->run({input.unsqueeze(2)}, torch::full({3}, samples, torch::kLong),
+                               /*training=*/false);
+    auto module = script_model(*model);
+    torch::NoGradGuard no_grad;
+    auto scripted = module.forward({input}).toTensor();
+    ASSERT_EQ(scripted.sizes(), expected.sizes());
+    EXPECT_TRUE(torch::allclose(scripted, expected, 1e-5, 1e-6))
+        << (scripted - expected).abs().max().item<double>();
+  }
+}
+
 std::string convtasnet_recipe() {
   return (source_dir() / "recipes/SS/ConvTasNet/toy_ConvTasNet_2spk").string();
 }
 
+// A model of `recipe` (made small by `sets`) trained two updates on the fixture corpus in `dir`,
+// exported to <expdir>.pt, loaded with torch::jit::load in C++ and with torch.jit.load in Python
+// (tests/export/check_torchscript.py): its output for a test mixture is nabu separate's (one
+// chunk) within 1e-4 of the output's RMS, and a batch of the mixture and half of it gives both.
+void expect_export_separates_as_nabu(const fs::path& dir, const std::string& recipe,
+                                     const std::string& sets, const std::string& expdir) {
+  auto data = run_nabu("data --recipe=" + recipe + " --expdir=" + expdir + "_data --threads=1",
+                       dir);
+  ASSERT_EQ(data.exit_code, 0) << data.output;
+  auto trained = run_nabu("train --recipe=" + recipe + " --expdir=" + expdir +
+                              " --threads=1 --max-steps=2,1 --set 'trainer.cfg:trainer:batch_size=4"
+                              " 2' " + sets,
+                          dir);
+  ASSERT_EQ(trained.exit_code, 0) << trained.output;
+  const std::string file = expdir + ".pt";
+  auto exported = run_nabu("export --expdir=" + expdir + " --out=" + file, dir);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  const auto wav = dir / "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
+  auto separated = run_nabu("separate --expdir=" + expdir + " --threads=1 --chunk-seconds=0 --out=" +
+                                expdir + "_sep '" + wav.string() + "'",
+                            dir);
+  ASSERT_EQ(separated.exit_code, 0) << separated.output;
+
+  auto module = torch::jit::load((dir / file).string());
+  EXPECT_EQ(module.attr("sample_rate").toInt(), 8000);
+  EXPECT_EQ(module.attr("speakers").toInt(), 2);
+  auto mixture = read_audio(wav.string()).samples.reshape({-1});  // int16 scale
+  torch::NoGradGuard no_grad;
+  auto output = module.forward({mixture.to(torch::kFloat32)}).toTensor();
+  ASSERT_EQ(output.sizes(), (std::vector<int64_t>{1, 2, mixture.size(0)}));
+  for (int s = 0; s < 2; ++s) {
+    // nabu separate writes float files of int16-scale samples / 32768; read as stored.
+    auto reference = read_audio((dir / (expdir + "_sep/tt_0_s" + std::to_string(s + 1) + ".wav"))
+                                    .string())
+                         .samples.reshape({-1}) * 32768.0;
+    auto ours = output[0][s].to(torch::kFloat64);
+    const double rms = reference.pow(2).mean().sqrt().item<double>();
+    const double error = (ours - reference).abs().max().item<double>() / rms;
+    EXPECT_LT(error, 1e-4) << "speaker " << s + 1;
+    std::cout << expdir << " speaker " << s + 1
+              << ": largest difference from nabu separate / RMS " << error << "\n";
+  }
+  auto write_floats = [&](const fs::path& path, const torch::Tensor& values) {
+    auto floats = values.to(torch::kFloat32).contiguous();
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(floats.data_ptr<float>()),
+              static_cast<std::streamsize>(floats.numel() * sizeof(float)));
+  };
+  write_floats(dir / (expdir + "_mixture.f32"), mixture);
+  write_floats(dir / (expdir + "_expected.f32"), output[0]);
+  auto python = run_shell("/usr/bin/python3 '" + source_dir().string() +
+                              "/tests/export/check_torchscript.py' " + file + " " + expdir +
+                              "_mixture.f32 " + expdir + "_expected.f32 2",
+                          dir);
+  EXPECT_EQ(python.exit_code, 0) << python.output;
+  std::cout << python.output;
+  auto batch = module.forward({torch::stack({mixture, 0.5 * mixture}).to(torch::kFloat32)})
+                   .toTensor();
+  EXPECT_TRUE(torch::allclose(batch[0], output[0], 1e-4, 1e-2));
+  EXPECT_TRUE(torch::allclose(batch[1], 0.5 * output[0], 1e-4, 1e-2));
+}
+
 }  // namespace
 
-TEST(ModelExport, ConvTasNetScriptComputesWhatTheModelComputes) {
+TEST(ModelExport, TimeDomainScriptsComputeWhatTheModelsCompute) {
   torch::manual_seed(11);
   for (const std::string variant :
        {"norm = gLN\nmask_nonlinearity = relu\n", "norm = cLN\ncausal = True\n"
                                                    "mask_nonlinearity = sigmoid\n",
-        "norm = chanLN\nmask_nonlinearity = softmax\n"}) {
-    SCOPED_TRACE(variant);
-    auto model = make_model_from(std::string(kSmallConvTasNet) + variant);
-    // Three utterances of one length (the exported forward takes unpadded batches), two lengths.
-    for (int64_t samples : {int64_t{57}, int64_t{200}}) {
-      auto input = torch::randn({3, samples});
-      auto expected = model->run({input.unsqueeze(2)},
-                                 torch::full({3}, samples, torch::kLong), /*training=*/false);
-      auto module = script_model(*model);
-      torch::NoGradGuard no_grad;
-      auto scripted = module.forward({input}).toTensor();
-      ASSERT_EQ(scripted.sizes(), expected.sizes());
-      EXPECT_TRUE(torch::allclose(scripted, expected, 1e-5, 1e-6))
-          << (scripted - expected).abs().max().item<double>();
-    }
-  }
+        "norm = chanLN\nmask_nonlinearity = softmax\n"})
+    expect_script_matches(std::string(kSmallConvTasNet) + variant);
+  // DPRNN: its BLSTMs run to each chunk's own length (the chunks at the edges are partly padding).
+  for (const std::string variant :
+       {"norm = gLN\n", "norm = chanLN\nmask_nonlinearity = sigmoid\n"})
+    expect_script_matches(std::string(kSmallDprnn) + variant);
   auto blstm = make_model_from("architecture = dblstm\nnum_layers = 1\nnum_units = 4\n");
   blstm->run({torch::randn({1, 5, 3})}, torch::full({1}, 5, torch::kLong), false);
   try {
@@ -62,71 +136,14 @@ TEST(ModelExport, ConvTasNetScriptComputesWhatTheModelComputes) {
   }
 }
 
-// A Conv-TasNet trained two updates on the fixture corpus, exported, loaded with
-// torch::jit::load: its output for a test mixture is nabu separate's (one chunk) within 1e-4 of
-// the output's RMS. Bad requests are one line and leave no file.
+// The toy Conv-TasNet, exported; bad requests are one line and leave no file.
 TEST_F(TrainingRun, ExportedConvTasNetSeparatesAsNabuSeparate) {
-  auto data = run_nabu(
-      "data --recipe=" + convtasnet_recipe() + " --expdir=exp_ctn_data --threads=1", dir_.path());
-  ASSERT_EQ(data.exit_code, 0) << data.output;
-  auto trained = run_nabu(
-      "train --recipe=" + convtasnet_recipe() +
-          " --expdir=exp_ctn --threads=1 --max-steps=2,1"
-          " --set model.cfg:main:encoder_filters=8 --set model.cfg:main:bottleneck_channels=6"
-          " --set model.cfg:main:hidden_channels=8 --set model.cfg:main:skip_channels=6"
-          " --set model.cfg:main:blocks_per_repeat=2 --set model.cfg:main:repeats=1"
-          " --set 'trainer.cfg:trainer:batch_size=4 2'",
-      dir_.path());
-  ASSERT_EQ(trained.exit_code, 0) << trained.output;
-  auto exported = run_nabu("export --expdir=exp_ctn --out=separator.pt", dir_.path());
-  ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  const auto wav = dir_ / "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
-  auto separated = run_nabu(
-      "separate --expdir=exp_ctn --threads=1 --chunk-seconds=0 --out=sep '" + wav.string() + "'",
-      dir_.path());
-  ASSERT_EQ(separated.exit_code, 0) << separated.output;
-
-  auto module = torch::jit::load((dir_ / "separator.pt").string());
-  EXPECT_EQ(module.attr("sample_rate").toInt(), 8000);
-  EXPECT_EQ(module.attr("speakers").toInt(), 2);
-  auto mixture = read_audio(wav.string()).samples.reshape({-1});  // int16 scale
-  torch::NoGradGuard no_grad;
-  auto output = module.forward({mixture.to(torch::kFloat32)}).toTensor();
-  ASSERT_EQ(output.sizes(), (std::vector<int64_t>{1, 2, mixture.size(0)}));
-  for (int s = 0; s < 2; ++s) {
-    // nabu separate writes float files of int16-scale samples / 32768; read as stored.
-    auto reference =
-        read_audio((dir_ / ("sep/tt_0_s" + std::to_string(s + 1) + ".wav")).string())
-            .samples.reshape({-1}) * 32768.0;
-    auto ours = output[0][s].to(torch::kFloat64);
-    const double rms = reference.pow(2).mean().sqrt().item<double>();
-    const double error = (ours - reference).abs().max().item<double>() / rms;
-    EXPECT_LT(error, 1e-4) << "speaker " << s + 1;
-    std::cout << "speaker " << s + 1 << ": largest difference from nabu separate / RMS " << error
-              << "\n";
-  }
-  // Python's torch.jit.load (Debian's python3-torch) gives the same (tests/export/
-  // check_torchscript.py).
-  auto write_floats = [&](const fs::path& path, const torch::Tensor& values) {
-    auto floats = values.to(torch::kFloat32).contiguous();
-    std::ofstream file(path, std::ios::binary);
-    file.write(reinterpret_cast<const char*>(floats.data_ptr<float>()),
-               static_cast<std::streamsize>(floats.numel() * sizeof(float)));
-  };
-  write_floats(dir_ / "mixture.f32", mixture);
-  write_floats(dir_ / "expected.f32", output[0]);
-  auto python = run_shell("/usr/bin/python3 '" + source_dir().string() +
-                              "/tests/export/check_torchscript.py' separator.pt mixture.f32 "
-                              "expected.f32 2",
-                          dir_.path());
-  EXPECT_EQ(python.exit_code, 0) << python.output;
-  std::cout << python.output;
-  // The same from a batch of two.
-  auto batch = module.forward({torch::stack({mixture, 0.5 * mixture}).to(torch::kFloat32)})
-                   .toTensor();
-  EXPECT_TRUE(torch::allclose(batch[0], output[0], 1e-4, 1e-2));
-  EXPECT_TRUE(torch::allclose(batch[1], 0.5 * output[0], 1e-4, 1e-2));
-
+  expect_export_separates_as_nabu(
+      dir_.path(), convtasnet_recipe(),
+      "--set model.cfg:main:encoder_filters=8 --set model.cfg:main:bottleneck_channels=6"
+      " --set model.cfg:main:hidden_channels=8 --set model.cfg:main:skip_channels=6"
+      " --set model.cfg:main:blocks_per_repeat=2 --set model.cfg:main:repeats=1",
+      "exp_ctn");
   auto error_line = [&](const std::string& flags) {
     auto result = run_nabu("export " + flags, dir_.path());
     EXPECT_EQ(result.exit_code, 1) << flags << "\n" << result.output;
@@ -150,6 +167,16 @@ TEST_F(TrainingRun, ExportedConvTasNetSeparatesAsNabuSeparate) {
   for (const auto& entry : fs::directory_iterator(dir_.path()))
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos)
         << entry.path();
+}
+
+// The toy DPRNN, exported (chunks of 50 frames: the test mixture's edges are partial chunks).
+TEST_F(TrainingRun, ExportedDprnnSeparatesAsNabuSeparate) {
+  expect_export_separates_as_nabu(
+      dir_.path(),
+      (source_dir() / "recipes/SS/DPRNN/toy_DPRNN_2spk").string(),
+      "--set model.cfg:main:encoder_filters=8 --set model.cfg:main:bottleneck_channels=6"
+      " --set model.cfg:main:hidden_units=5 --set model.cfg:main:num_blocks=2",
+      "exp_dprnn");
 }
 
 }  // namespace nabu::testing

@@ -30,7 +30,8 @@ int cmd_export(const std::vector<std::string>& args) {
           "torch.jit.load(F) in Python, torch::jit::load(F) in C++. Its forward takes a mono\n"
           "waveform [N] or [B, N] (float, any scale) at the model's sample rate (the file's\n"
           "`sample_rate` attribute) and returns [B, S, N] float32: what nabu separate computes\n"
-          "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet);\n"
+          "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet,\n"
+          "dprnn);\n"
           "other architectures are refused in one line.\n\n"
           "Example: nabu export --expdir=exp/convtasnet --out=separator.pt",
           args, description))

@@ -138,7 +138,103 @@ class DprnnModel : public WaveformMaskModel {
     return decode(logits, encoded);
   }
 
+ public:
+  std::string torchscript() const override {
+    const auto& o = options_;
+    const std::string chunk = std::to_string(o.chunk_size), hop = std::to_string(o.chunk_size / 2);
+    const std::string speakers = std::to_string(o.num_speakers);
+    std::string script = script_norm_method() + script_masked_norm_method() + path_methods();
+    script += "def forward(self, x: Tensor) -> Tensor:\n" + script_encode();
+    script +=
+        "    batch = features.size(0)\n"
+        "    channels = features.size(1)\n"
+        "    frames = features.size(2)\n"
+        "    chunks = (frames + " + hop + " - 1) // " + hop + " + 1\n"
+        "    padded = (chunks + 1) * " + hop + "\n"
+        "    u = torch.constant_pad_nd(features, [" + hop + ", padded - frames - " + hop +
+        "], 0.0).unfold(2, " + chunk + ", " + hop + ")\n"
+        "    position = (torch.arange(chunks) * " + hop + ").view([1, -1, 1]) + torch.arange(" +
+        chunk + ").view([1, 1, -1])\n"
+        "    valid = (position < frames + " + hop + ").to(u.dtype).expand([batch, chunks, " +
+        chunk + "])\n"
+        "    valid_mask = valid.reshape([batch, 1, chunks * " + chunk + "])\n"
+        "    intra_lengths = valid.sum(2).long().reshape([-1])\n"
+        "    inter_lengths = valid.sum(1).long().reshape([-1])\n";
+    for (int b = 0; b < o.num_blocks; ++b) {
+      const std::string intra = "block" + std::to_string(b) + "_intra_";
+      const std::string inter = "block" + std::to_string(b) + "_inter_";
+      script +=
+          "    sequences = u.permute([0, 2, 3, 1]).reshape([batch * chunks, " + chunk +
+          ", channels])\n"
+          "    out = " + path_call(intra, "intra_lengths") + ".reshape([batch, chunks, " + chunk +
+          ", channels]).permute([0, 3, 1, 2])\n"
+          "    u = u + " + normalised_call(intra) + "\n"
+          "    sequences = u.permute([0, 3, 2, 1]).reshape([batch * " + chunk +
+          ", chunks, channels])\n"
+          "    out = " + path_call(inter, "inter_lengths") + ".reshape([batch, " + chunk +
+          ", chunks, channels]).permute([0, 3, 2, 1])\n"
+          "    u = u + " + normalised_call(inter) + "\n";
+    }
+    script +=
+        "    flat = torch.prelu(u.reshape([batch, channels, chunks * " + chunk +
+        "]), self.output_prelu_weight)\n"
+        "    per_speaker = torch.conv1d(flat, self.speakers_weight, self.speakers_bias).reshape("
+        "[batch * " + speakers + ", channels, chunks, " + chunk + "]).permute([0, 1, 3, 2])"
+        ".reshape([batch * " + speakers + ", channels * " + chunk + ", chunks])\n"
+        "    summed = torch.col2im(per_speaker, [1, padded], [1, " + chunk + "], [1, 1], [0, 0], "
+        "[1, " + hop + "]).reshape([batch * " + speakers + ", channels, padded]).narrow(2, " +
+        hop + ", frames)\n"
+        "    gated = torch.tanh(torch.conv1d(summed, self.gate_tanh_weight, "
+        "self.gate_tanh_bias)) * torch.sigmoid(torch.conv1d(summed, self.gate_sigmoid_weight, "
+        "self.gate_sigmoid_bias))\n"
+        "    logits = torch.conv1d(gated, self.mask_weight, None).reshape([batch, " + speakers +
+        " * " + std::to_string(o.encoder_filters) + ", frames])\n";
+    return script + script_decode();
+  }
+
  private:
+  // TorchScript of a dual path: a BLSTM run to each sequence's length (the backward direction on
+  // the sequences reversed within their lengths, as recurrent::bidirectional_lstm), zero past it,
+  // then the projection; the norm of its output over the valid frames.
+  std::string path_methods() const {
+    const std::string units = std::to_string(options_.hidden_units);
+    return "def _reverse(self, x: Tensor, lengths: Tensor) -> Tensor:\n"
+           "    steps = torch.arange(x.size(1)).unsqueeze(0)\n"
+           "    length = lengths.unsqueeze(1)\n"
+           "    index = torch.where(steps < length, length - 1 - steps, steps)\n"
+           "    return x.gather(1, index.unsqueeze(2).expand([-1, -1, x.size(2)]))\n\n"
+           "def _path(self, x: Tensor, lengths: Tensor, forward_weights: List[Tensor], "
+           "backward_weights: List[Tensor], weight: Tensor, bias: Tensor) -> Tensor:\n"
+           "    h0 = torch.zeros([1, x.size(0), " + units + "], dtype=x.dtype)\n"
+           "    forward = torch.lstm(x, [h0, h0], forward_weights, True, 1, 0.0, False, False, "
+           "True)[0]\n"
+           "    backward = self._reverse(torch.lstm(self._reverse(x, lengths), [h0, h0], "
+           "backward_weights, True, 1, 0.0, False, False, True)[0], lengths)\n"
+           "    real = (torch.arange(x.size(1)).unsqueeze(0) < lengths.unsqueeze(1)).to(x.dtype)"
+           ".unsqueeze(2)\n"
+           "    hidden = torch.cat([forward, backward], -1) * real\n"
+           "    return torch.matmul(hidden, weight.t()) + bias\n\n"
+           "def _normalised(self, out: Tensor, valid_mask: Tensor, gain: Tensor, bias: Tensor) -> "
+           "Tensor:\n"
+           "    flat = out.reshape([out.size(0), out.size(1), out.size(2) * out.size(3)])\n"
+           "    return self._masked_norm(flat * valid_mask, valid_mask, gain, bias)"
+           ".reshape(out.size())\n\n";
+  }
+
+  static std::string path_call(const std::string& prefix, const std::string& lengths) {
+    const std::string lstm = "self." + prefix + "lstm_";
+    return "self._path(sequences, " + lengths + ", [" + lstm + "weight_ih_l0, " + lstm +
+           "weight_hh_l0, " + lstm + "bias_ih_l0, " + lstm + "bias_hh_l0], [" + lstm +
+           "weight_ih_l0_reverse, " + lstm + "weight_hh_l0_reverse, " + lstm +
+           "bias_ih_l0_reverse, " + lstm + "bias_hh_l0_reverse], self." + prefix +
+           "projection_weight, self." + prefix + "projection_bias)";
+  }
+
+  static std::string normalised_call(const std::string& prefix) {
+    return "self._normalised(out, valid_mask, self." + prefix + "norm_gain, self." + prefix +
+           "norm_bias)";
+  }
+
   // [sequences, steps, C] -> [sequences, steps, C]: BLSTM to each sequence's length, linear.
   torch::Tensor run_path(DualPathLayer& layer, const torch::Tensor& sequences,
                          const torch::Tensor& lengths, bool training) {

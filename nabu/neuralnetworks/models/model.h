@@ -38,7 +38,7 @@ class Model : public torch::nn::Module {
   // when the architecture cannot be exported; why_not_exported() then says why.
   virtual std::string torchscript() const { return ""; }
   virtual std::string why_not_exported() const {
-    return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet has)";
+    return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet and dprnn have)";
   }
 
  protected:

@@ -290,6 +290,24 @@ class WaveformMaskModel : public Model {
            "    return (x - mean) * torch.rsqrt(variance + 1e-08) * gain + bias\n\n";
   }
 
+  // _masked_norm(x, mask, gain, bias): the norm over the frames where mask [B, 1, T] is 1, zero
+  // elsewhere (FrameNorm with a mask).
+  std::string script_masked_norm_method() const {
+    std::string body;
+    if (waveform_options_.norm == Norm::kGlobal)
+      body =
+          "    count = (mask.sum([1, 2], keepdim=True) * float(x.size(1))).clamp_min(1.0)\n"
+          "    mean = (x * mask).sum([1, 2], keepdim=True) / count\n"
+          "    variance = ((x - mean).pow(2) * mask).sum([1, 2], keepdim=True) / count\n";
+    else  // chanLN (dprnn allows no other with a mask)
+      body =
+          "    mean = x.mean(1, keepdim=True)\n"
+          "    variance = (x - mean).pow(2).mean(1, keepdim=True)\n";
+    return "def _masked_norm(self, x: Tensor, mask: Tensor, gain: Tensor, bias: Tensor) -> "
+           "Tensor:\n" + body +
+           "    return ((x - mean) * torch.rsqrt(variance + 1e-08) * gain + bias) * mask\n\n";
+  }
+
   std::string script_encode() const {
     const auto& o = waveform_options_;
     const std::string kernel = std::to_string(o.kernel_size);
