@@ -63,29 +63,6 @@ torch::jit::Module script_model_in(const Model& model,
   return module;
 }
 
-// The single model of `task`'s graph, applied to the raw waveform: what export can script.
-const Model& exported_model(Separator& separator, TaskSeparation& separation,
-                            const std::string& task, const Recipe& recipe) {
-  if (!separation.reconstructor().estimates_signals())
-    throw Error("task " + task + ": reconstruct_type " + separation.reconstructor().type() +
-                " builds masks on the STFT, which export does not script yet; models that "
-                "estimate waveforms (conv_tasnet, dprnn) export");
-  const auto inputs = separator.input_sections(task);
-  const FeatureOptions* features = inputs.size() == 1 ? inputs[0]->feature_options() : nullptr;
-  if (!features || features->feature != "raw")
-    throw Error("task " + task + ": export takes one input, the mixture waveform (feature = raw)");
-  const ConfigSection& section = recipe.get("database.conf").section(inputs[0]->section());
-  if (const ConfigFile* processor = recipe.find(section.get_string("processor_config", "")))
-    if (processor->section("processor").get_string("mvn_type", "none") != "none")
-      throw Error("task " + task + ": its waveform input is mean/variance normalised (" +
-                  processor->path() + ": mvn_type), which export does not script");
-  const ModelGraph& graph = separator.loaded_graph(task, separation.model_sample_rate());
-  if (graph.nodes().size() != 1)
-    throw Error("task " + task + ": its graph has " + std::to_string(graph.nodes().size()) +
-                " nodes; export takes one model applied to the mixture waveform");
-  return graph.bank().at(graph.nodes().front().model);
-}
-
 }  // namespace
 
 torch::jit::Module script_model(const Model& model) {
@@ -109,7 +86,7 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
       test_cfg.section("evaluator").get_string("segment_length", "full");
   Separator separator(recipe, expdir, segment, request.early, request.model, c10::kCPU);
   auto separation = separator.task(task);
-  const Model& model = exported_model(separator, *separation, task, recipe);
+  const Model& model = separation->waveform_model("export");
   const auto* features = separator.input_sections(task).front()->feature_options();
 
   auto unit = std::make_shared<torch::jit::CompilationUnit>();

@@ -242,6 +242,29 @@ torch::Tensor mixture_gains(const torch::Tensor& signals, const torch::Tensor& m
   return torch::linalg_solve(gram + ridge * eye, projection).squeeze(1);
 }
 
+Model& TaskSeparation::waveform_model(const std::string& purpose) {
+  const std::string& task = name_;
+  if (!reconstructor().estimates_signals())
+    throw Error("task " + task + ": reconstruct_type " + reconstructor().type() +
+                " builds masks on the STFT; " + purpose +
+                " takes the models that estimate waveforms (conv_tasnet, dprnn)");
+  const auto inputs = owner_.input_sections(task);
+  const FeatureOptions* features = inputs.size() == 1 ? inputs[0]->feature_options() : nullptr;
+  if (!features || features->feature != "raw")
+    throw Error("task " + task + ": " + purpose + " takes one input, the mixture waveform (feature = raw)");
+  const ConfigSection& section = owner_.recipe().get("database.conf").section(inputs[0]->section());
+  if (const ConfigFile* processor = owner_.recipe().find(section.get_string("processor_config", "")))
+    if (processor->section("processor").get_string("mvn_type", "none") != "none")
+      throw Error("task " + task + ": its waveform input is mean/variance normalised (" +
+                  processor->path() + ": mvn_type), which " + purpose + " does not compute");
+  const ModelGraph& graph = owner_.loaded_graph(task, model_sample_rate());
+  if (graph.nodes().size() != 1)
+    throw Error("task " + task + ": its graph has " + std::to_string(graph.nodes().size()) +
+                " nodes; " + purpose + " takes one model applied to the mixture waveform");
+  return graph.bank().at(graph.nodes().front().model);
+}
+
+
 int TaskSeparation::model_sample_rate() const {
   int rate = owner_.input_sample_rate(name_);
   return rate != 0 ? rate : mixture_->list_sample_rate();

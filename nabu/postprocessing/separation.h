@@ -46,6 +46,11 @@ class TaskSeparation {
   // number of frame steps after one frame). Throws DataError when an input needs more than the
   // mixture.
   torch::Tensor separate_samples(const torch::Tensor& samples, int sample_rate);
+  // The task's single model applied to the mixture waveform (feature = raw, no mvn) whose
+  // outputs are the separated waveforms, built and loaded: what `nabu export` scripts and
+  // `nabu separate --stream` streams. Throws Error naming why another graph is not taken
+  // (`purpose` starts the reason: "export takes ...").
+  Model& waveform_model(const std::string& purpose);
   // The sample rate of the data the model was trained on (the task's first input section).
   int model_sample_rate() const;
   // Samples of one analysis frame at `sample_rate` (shorter signals cannot be separated).

@@ -2,12 +2,16 @@
 // a file that fails is reported in one line and the others are still separated. Options are
 // checked once before any file; SIGINT/SIGTERM stop the file being written without leaving
 // temporaries, and end the process with that signal.
+#include <signal.h>
+
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
+#include "nabu/cli/commands/separate_stream.h"
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
@@ -22,6 +26,50 @@ volatile std::sig_atomic_t received_signal = 0;
 
 void remember_signal(int signal_number) { received_signal = signal_number; }
 
+// SIGINT/SIGTERM remembered without SA_RESTART, so that a read of stdin waiting for the next
+// piece of a stream returns.
+void catch_signals() {
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// Ends the process as the remembered signal would have, after the log is flushed.
+void end_by_signal() {
+  spdlog::shutdown();
+  std::signal(received_signal, SIG_DFL);
+  std::raise(received_signal);
+}
+
+// --stream: stdin through a causal model into <out>/s<k>.pcm; the per-piece compute at the end.
+int separate_stream(TaskSeparation& separation, const std::string& out, double piece_ms) {
+  StreamRequest request;
+  request.out = out;
+  request.piece_ms = piece_ms;
+  request.interrupted = [] { return static_cast<int>(received_signal); };
+  try {
+    const auto report = stream_separation(separation, request);
+    auto compute = report.compute_seconds;
+    std::sort(compute.begin(), compute.end());
+    const double median = compute.empty() ? 0.0 : compute[compute.size() / 2];
+    const double piece_seconds = static_cast<double>(report.piece_samples) / report.sample_rate;
+    spdlog::info("streamed {:.1f} s in {} pieces: median compute {:.3f} ms per {:.1f} ms piece "
+                 "(real-time factor {:.3f}), slowest {:.3f} ms",
+                 static_cast<double>(report.samples) / report.sample_rate, compute.size(),
+                 1000.0 * median, 1000.0 * piece_seconds, median / piece_seconds,
+                 compute.empty() ? 0.0 : 1000.0 * compute.back());
+    for (const auto& output : report.outputs) std::cout << output.string() << "\n";
+  } catch (const SeparationInterrupted& interrupted) {
+    std::cerr << "nabu separate: " << interrupted.what() << std::endl;
+    received_signal = interrupted.signal_number;
+    end_by_signal();
+  }
+  return 0;
+}
+
 // --precision, checked against the device (fp16: CUDA only), with the warning bf16 deserves on
 // a CPU without bfloat16 instructions.
 Precision separation_precision(const std::string& name, const c10::Device& device) {
@@ -32,12 +80,42 @@ Precision separation_precision(const std::string& name, const c10::Device& devic
   return precision;
 }
 
+// The recordings, one after another, into <out>; a signal ends the process after the file it
+// interrupted was removed.
+int separate_files(TaskSeparation& separation, const RecordingOptions& recordings,
+                   const std::string& out, FileSeparationOptions options) {
+  const auto names = output_names(
+      std::vector<fs::path>(recordings.recordings.begin(), recordings.recordings.end()));
+  ensure_directory(out);
+  options.interrupted = [] { return static_cast<int>(received_signal); };
+  std::size_t index = 0;
+  int status = 0;
+  try {
+    status = for_each_recording(recordings, "separate", "separated", [&](const std::string& path) {
+      const std::string& name = names.at(index++);  // in the order of the recordings
+      auto report = separate_file(separation, path, out, name, options);
+      spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
+                   report.audio_seconds, report.input_rate, report.channels, report.output_rate,
+                   report.wall_seconds / std::max(report.audio_seconds, 1e-9));
+      for (const auto& output : report.outputs) std::cout << output.string() << "\n";
+    });
+  } catch (const SeparationInterrupted& interrupted) {
+    // The outputs of the files before are complete; end as the signal would have.
+    std::cerr << "nabu separate: " << interrupted.what() << std::endl;
+    received_signal = interrupted.signal_number;
+  }
+  if (received_signal != 0) end_by_signal();
+  return status;
+}
+
 }  // namespace
 
 int cmd_separate(const std::vector<std::string>& args) {
   CommonOptions common;
   RecordingOptions recordings;
   std::string out, precision_name = "fp32";
+  bool stream = false;
+  double piece_ms = 20.0;
   FileSeparationOptions options;
   po::options_description description("Options");
   po::positional_options_description positional;
@@ -56,6 +134,13 @@ int cmd_separate(const std::vector<std::string>& args) {
       ("precision", po::value(&precision_name)->default_value("fp32"),
        "fp32, or bf16 (autocast: the matrix products, convolutions and LSTMs in bfloat16; on\n"
        "a CPU with avx512_bf16 or AMX), or fp16 (CUDA devices only)")
+      ("stream", po::bool_switch(&stream),
+       "separate 16-bit mono PCM from stdin at the model's rate, piece by piece, into\n"
+       "<out>/s1.pcm, s2.pcm, ... (16-bit; named pipes made with mkfifo are written as the\n"
+       "pieces come): causal models only (conv_tasnet with causal = True)")
+      ("stream-ms", po::value(&piece_ms)->default_value(20.0),
+       "with --stream: milliseconds of input per piece (the latency is this plus the model's\n"
+       "lookahead, half its kernel)")
       ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
        "write the outputs at the model's sample rate instead of the input's")
       ("model-rate", po::value(&options.model_rate)->default_value(0),
@@ -68,13 +153,19 @@ int cmd_separate(const std::vector<std::string>& args) {
           "any length (in overlapping chunks, in bounded memory). Writes <out>/<name>_s<k>.wav,\n"
           "32-bit float, at the input's level and rate (<name>: the stem, or the file name when\n"
           "inputs share a stem).\n\n"
-          "Example: nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac",
+          "Example: nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac\n"
+          "         arecord -f S16_LE -r 8000 | nabu separate --expdir=exp/causal --stream --out=live/",
           args, description, &positional))
     return 0;
   require(out, "out", "separate");
-  const auto names = output_names(
-      std::vector<fs::path>(recordings.recordings.begin(), recordings.recordings.end()));
-  Recipe recipe = load_trained_recipe(common, recordings, "separate");
+  if (stream && !recordings.recordings.empty())
+    throw Error("--stream reads stdin; no audio file may be given (" + recordings.recordings[0] +
+                ")");
+  if (stream && !(piece_ms > 0.0)) throw Error("--stream-ms must be > 0");
+  if (stream && precision_name != "fp32")
+    throw Error("--precision applies to files; --stream computes in fp32");
+  Recipe recipe = stream ? load_experiment_recipe(common, recordings.task, "separate")
+                         : load_trained_recipe(common, recordings, "separate");
   options.channel = recordings.channel;
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   std::string task = recordings.task;
@@ -85,33 +176,13 @@ int cmd_separate(const std::vector<std::string>& args) {
   Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model, device);
   separator.set_precision(precision);
   auto separation = separator.task(task);
+  if (stream) {
+    catch_signals();
+    return separate_stream(*separation, out, piece_ms);
+  }
   options.model_rate = check_file_separation_options(*separation, options);
-  ensure_directory(out);
-  std::signal(SIGINT, remember_signal);
-  std::signal(SIGTERM, remember_signal);
-  options.interrupted = [] { return static_cast<int>(received_signal); };
-  std::size_t index = 0;
-  int status = 0;
-  try {
-    status = for_each_recording(recordings, "separate", "separated", [&](const std::string& path) {
-      const std::string& name = names.at(index++);  // in the order of the recordings
-      auto report = separate_file(*separation, path, out, name, options);
-      spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
-                   report.audio_seconds, report.input_rate, report.channels, report.output_rate,
-                   report.wall_seconds / std::max(report.audio_seconds, 1e-9));
-      for (const auto& output : report.outputs) std::cout << output.string() << "\n";
-    });
-  } catch (const SeparationInterrupted& interrupted) {
-    // The outputs of the files before are complete; end as the signal would have.
-    std::cerr << "nabu separate: " << interrupted.what() << std::endl;
-    received_signal = interrupted.signal_number;
-  }
-  if (received_signal != 0) {
-    spdlog::shutdown();
-    std::signal(received_signal, SIG_DFL);
-    std::raise(received_signal);
-  }
-  return status;
+  catch_signals();
+  return separate_files(*separation, recordings, out, options);
 }
 
 }  // namespace nabu::cli

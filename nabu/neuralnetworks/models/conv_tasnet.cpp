@@ -119,6 +119,40 @@ class ConvTasNetModel : public WaveformMaskModel {
   }
 
  public:
+  // Causal blocks look back only: a stream keeps, per block, its norms' running sums and the last
+  // (P - 1) d frames its dilated convolution sees, zeros at first as the offline padding.
+  std::unique_ptr<ModelStream> stream() override {
+    if (!options_.causal) return nullptr;
+    struct BlockHistory {
+      NormHistory first_norm, second_norm;
+      torch::Tensor frames;  // [1, H, left_context]
+    };
+    auto histories = std::make_shared<std::vector<BlockHistory>>(blocks_.size());
+    return waveform_stream([this, histories](const torch::Tensor& input) {
+      auto features = input;
+      torch::Tensor skips;
+      for (std::size_t b = 0; b < blocks_.size(); ++b) {
+        auto& block = blocks_[b];
+        auto& history = (*histories)[b];
+        auto hidden = block.first_norm->forward_continued(
+            block.first_activation->forward(block.expand->forward(features)), history.first_norm);
+        if (!history.frames.defined())
+          history.frames = torch::zeros({1, hidden.size(1), block.left_context}, hidden.options());
+        auto seen = torch::cat({history.frames, hidden}, 2);
+        history.frames = seen.narrow(2, seen.size(2) - block.left_context, block.left_context);
+        hidden = block.second_norm->forward_continued(
+            block.second_activation->forward(block.depthwise->forward(seen)), history.second_norm);
+        if (!block.residual.is_empty()) features = features + block.residual->forward(hidden);
+        auto skip = block.skip->forward(hidden);
+        skips = skips.defined() ? skips + skip : skip;
+      }
+      return mask_layer_->forward(output_activation_->forward(skips));
+    });
+  }
+  std::string why_not_streamed() const override {
+    return "conv_tasnet streams only when causal = True (its blocks then look back only)";
+  }
+
   std::string torchscript() const override {
     const auto& o = options_;
     std::string script = script_norm_method() +

@@ -16,6 +16,22 @@
 
 namespace nabu {
 
+// A causal model run on a signal that arrives in pieces (`nabu separate --stream`,
+// postprocessing/separation_stream.h): it keeps what the model needs of the past between pushes,
+// so the concatenated outputs equal the model's forward pass over the whole signal. It refers to
+// its model, which must outlive it.
+class ModelStream {
+ public:
+  virtual ~ModelStream() = default;
+  // samples [n] (float, the model's input scale) -> [S, m]: the separated samples that no later
+  // input changes (m may differ from n by up to lookahead()).
+  virtual torch::Tensor push(const torch::Tensor& samples) = 0;
+  // The end of the signal: the rest of the output, padded as the whole-signal pass pads it.
+  virtual torch::Tensor finish() = 0;
+  // Samples an output lags the last input sample by, beyond the pushed piece itself.
+  virtual int64_t lookahead() const = 0;
+};
+
 class Model : public torch::nn::Module {
  public:
   // `where` locates the model's section ("model.cfg:12: [main]") for error messages.
@@ -39,6 +55,12 @@ class Model : public torch::nn::Module {
   virtual std::string torchscript() const { return ""; }
   virtual std::string why_not_exported() const {
     return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet and dprnn have)";
+  }
+  // A stream over this built model (batch of one, on its device), or nullptr when it cannot be
+  // streamed; why_not_streamed() then says why.
+  virtual std::unique_ptr<ModelStream> stream() { return nullptr; }
+  virtual std::string why_not_streamed() const {
+    return "architecture " + architecture_ + " cannot be streamed (conv_tasnet with causal = True can)";
   }
 
  protected:

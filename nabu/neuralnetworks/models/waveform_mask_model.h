@@ -16,6 +16,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,13 @@ inline torch::Tensor masked(const torch::Tensor& x, const torch::Tensor& mask) {
   return mask.defined() ? x * mask : x;
 }
 
+// What a stream keeps of a FrameNorm's past: cLN's running sums of the frames' channel sums and
+// squares (in double, as cumsum accumulates on the CPU) and the frames seen.
+struct NormHistory {
+  torch::Tensor sum, squares;  // [B, 1, 1]
+  int64_t frames = 0;
+};
+
 // Layer normalisation of x [B, C, T] with per-channel gain and bias. mask [B, 1, T] is 1 on real
 // frames (undefined: all are). gLN: statistics over all channels and real frames of an
 // utterance; cLN: over all channels and the frames up to t (causal); chanLN: over the channels
@@ -54,8 +63,9 @@ class FrameNormImpl : public torch::nn::Module {
     bias_ = register_parameter("bias", torch::zeros({1, channels, 1}, options));
   }
 
+  static constexpr double kEpsilon = 1e-8;
+
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& mask) {
-    constexpr double kEpsilon = 1e-8;
     const double channels = static_cast<double>(x.size(1));
     torch::Tensor mean, variance;
     switch (kind_) {
@@ -86,6 +96,28 @@ class FrameNormImpl : public torch::nn::Module {
         break;
     }
     return masked((x - mean) * torch::rsqrt(variance + kEpsilon) * gain_ + bias_, mask);
+  }
+
+  // forward(x) for frames x that continue those `history` has seen (streaming; cLN and chanLN,
+  // whose statistics look back only).
+  torch::Tensor forward_continued(const torch::Tensor& x, NormHistory& history) {
+    if (kind_ != Norm::kCumulative || x.size(2) == 0) return forward(x, {});
+    const int64_t frames = x.size(2);
+    auto sum = x.sum(1, /*keepdim=*/true).to(torch::kDouble).cumsum(2);
+    auto squares = x.pow(2).sum(1, /*keepdim=*/true).to(torch::kDouble).cumsum(2);
+    if (history.sum.defined()) {
+      sum = sum + history.sum;
+      squares = squares + history.squares;
+    }
+    history.sum = sum.narrow(2, frames - 1, 1);
+    history.squares = squares.narrow(2, frames - 1, 1);
+    auto count = torch::arange(history.frames + 1, history.frames + frames + 1, x.options())
+                     .view({1, 1, -1}) *
+                 static_cast<double>(x.size(1));
+    history.frames += frames;
+    auto mean = sum.to(x.scalar_type()) / count;
+    auto variance = (squares.to(x.scalar_type()) / count - mean.pow(2)).clamp_min(0.0);
+    return (x - mean) * torch::rsqrt(variance + kEpsilon) * gain_ + bias_;
   }
 
  private:
@@ -122,6 +154,7 @@ class WaveformCodec {
   }
 
   int64_t stride() const { return kernel / 2; }
+  torch::Device device() const { return encoder_->weight.device(); }
 
   // Frames covering n samples: ceil(max(n − L, 0) / stride) + 1.
   torch::Tensor frames_for(const torch::Tensor& samples) const {
@@ -150,6 +183,15 @@ class WaveformCodec {
                        .unsqueeze(1);
     batch.frames = masked(torch::relu(encoder_->forward(signal)), batch.mask);
     return batch;
+  }
+
+  // Streaming: the encoder's frames of signal [1, 1, n] (no padding), and the decoder's samples
+  // [S, (K - 1) L/2 + L] of masked frames [S, N, K], before any overlap with other frames.
+  torch::Tensor encode_frames(const torch::Tensor& signal) {
+    return torch::relu(encoder_->forward(signal));
+  }
+  torch::Tensor decode_frames(const torch::Tensor& masked) {
+    return decoder_->forward(masked).squeeze(1);
   }
 
   // masked [B, S, N, K] -> waveforms [B, samples, S], zero past each utterance's length.
@@ -348,7 +390,100 @@ class WaveformMaskModel : public Model {
     return codec_.decode(masks * encoded.frames.unsqueeze(1), encoded);
   }
 
+  // Streaming (Model::stream) through the shared front and back, for causal separators:
+  // `separate` turns the bottleneck features of the frames that came in, [1, B_c, k], into their
+  // mask logits [1, S N_f, k], keeping the separator's own history between calls.
+  using StreamSeparator = std::function<torch::Tensor(const torch::Tensor& features)>;
+  std::unique_ptr<ModelStream> waveform_stream(StreamSeparator separate) {
+    return std::make_unique<Stream>(*this, std::move(separate));
+  }
+
  private:
+  // Frame k covers samples [k L/2, k L/2 + L): it is encoded once they have all arrived, and
+  // the output before its start, which no later frame reaches, goes out (the last L/2 samples
+  // wait for the next frame's overlap). finish() pads the end with zeros as encode() does.
+  class Stream : public ModelStream {
+   public:
+    Stream(WaveformMaskModel& model, StreamSeparator separate)
+        : model_(model), separate_(std::move(separate)) {
+      pending_ = torch::zeros({0}, torch::TensorOptions().device(device()));
+    }
+
+    torch::Tensor push(const torch::Tensor& samples) override {
+      torch::NoGradGuard no_grad;
+      received_ += samples.numel();
+      pending_ = torch::cat({pending_, samples.reshape({-1}).to(device(), torch::kFloat)});
+      const auto& codec = model_.codec_;
+      const int64_t ready =
+          pending_.size(0) < codec.kernel ? 0 : (pending_.size(0) - codec.kernel) / codec.stride() + 1;
+      return run(ready, /*last=*/false);
+    }
+
+    torch::Tensor finish() override {
+      torch::NoGradGuard no_grad;
+      const auto& codec = model_.codec_;
+      const int64_t total =
+          received_ == 0 ? 0
+                         : (std::max<int64_t>(received_ - codec.kernel, 0) + codec.stride() - 1) /
+                                   codec.stride() + 1;
+      const int64_t remaining = total - frames_;
+      if (remaining > 0) {
+        const int64_t needed = (remaining - 1) * codec.stride() + codec.kernel;
+        pending_ = F::pad(pending_, F::PadFuncOptions({0, needed - pending_.size(0)}));
+      }
+      return run(std::max<int64_t>(remaining, 0), /*last=*/true);
+    }
+
+    int64_t lookahead() const override { return model_.codec_.stride(); }
+
+   private:
+    torch::Device device() const { return model_.codec_.device(); }
+
+    // Encodes, separates and decodes the next `frames` frames of pending_.
+    torch::Tensor run(int64_t frames, bool last) {
+      auto& codec = model_.codec_;
+      const int64_t speakers = model_.waveform_options_.num_speakers;
+      torch::Tensor signals = overlap_.defined()
+                                  ? overlap_
+                                  : torch::zeros({speakers, 0}, pending_.options());
+      if (frames > 0) {
+        auto signal = pending_.narrow(0, 0, (frames - 1) * codec.stride() + codec.kernel);
+        pending_ = pending_.narrow(0, frames * codec.stride(),
+                                   pending_.size(0) - frames * codec.stride());
+        auto encoded = codec.encode_frames(signal.view({1, 1, -1}));
+        auto features = model_.bottleneck_->forward(
+            model_.input_norm_->forward_continued(encoded, norm_history_));
+        auto logits = separate_(features).reshape({speakers, codec.filters, frames});
+        auto masks = mask_activation(logits.unsqueeze(0), model_.waveform_options_.mask_nonlinearity)
+                         .squeeze(0);
+        auto decoded = codec.decode_frames(masks * encoded);
+        if (overlap_.defined())
+          decoded.narrow(1, 0, overlap_.size(1)).add_(overlap_);
+        signals = decoded;
+        frames_ += frames;
+      }
+      torch::Tensor out = signals;
+      if (!last) {
+        const int64_t final_samples = signals.size(1) - codec.stride();
+        if (final_samples <= 0) return torch::zeros({speakers, 0}, pending_.options());
+        out = signals.narrow(1, 0, final_samples);
+        overlap_ = signals.narrow(1, final_samples, codec.stride()).clone();
+      } else {
+        out = out.narrow(1, 0, std::min(out.size(1), received_ - emitted_));
+        overlap_ = torch::Tensor();
+      }
+      emitted_ += out.size(1);
+      return out;
+    }
+
+    WaveformMaskModel& model_;
+    StreamSeparator separate_;
+    torch::Tensor pending_;  // samples not yet in an encoded frame
+    torch::Tensor overlap_;  // [S, L/2]: the decoded frames' samples that await the next frame
+    NormHistory norm_history_;
+    int64_t received_ = 0, emitted_ = 0, frames_ = 0;
+  };
+
   WaveformOptions waveform_options_;
   WaveformCodec codec_;
   FrameNorm input_norm_{nullptr};
