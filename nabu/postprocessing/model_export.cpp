@@ -96,6 +96,9 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
                          static_cast<int64_t>(separation->model_sample_rate()));
   top.register_attribute("speakers", c10::IntType::get(),
                          static_cast<int64_t>(separation->num_speakers()));
+  // What chunked separation needs of an exported file (the C++ API's Separator::from_exported).
+  top.register_attribute("frame_length", c10::IntType::get(),
+                         separation->frame_length(separation->model_sample_rate()));
   top.define(separator_source(features->frames(separation->model_sample_rate())));
   top.eval();
   const auto temporary = std::filesystem::path(request.out.string() + ".tmp." +

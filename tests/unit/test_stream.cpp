@@ -122,17 +122,7 @@ double correlation(const torch::Tensor& a, const torch::Tensor& b) {
 // separation's speaker at a level found as it goes; an odd byte count, a model that looks ahead
 // and a file given with --stream are one line each and leave no output.
 TEST_F(TrainingRun, SeparateStreamGivesTheOfflineSeparationPieceByPiece) {
-  const std::string recipe =
-      (source_dir() / "recipes/SS/ConvTasNet/toy_ConvTasNet_causal_2spk").string();
-  const std::string small =
-      " --set model.cfg:main:encoder_filters=8 --set model.cfg:main:bottleneck_channels=6"
-      " --set model.cfg:main:hidden_channels=8 --set model.cfg:main:skip_channels=6"
-      " --set model.cfg:main:blocks_per_repeat=3 --set model.cfg:main:repeats=1";
-  auto data = run_nabu("data --recipe=" + recipe + " --expdir=exp_data --threads=1", dir_.path());
-  ASSERT_EQ(data.exit_code, 0) << data.output;
-  auto trained = run_nabu("train --recipe=" + recipe + " --expdir=exp_causal --threads=1 "
-                              "--max-steps=2,1 --set 'trainer.cfg:trainer:batch_size=4 2'" + small,
-                          dir_.path());
+  auto trained = train_small_causal_conv_tasnet("exp_causal");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const auto wav = dir_ / "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
   auto separated = run_nabu("separate --expdir=exp_causal --threads=1 --chunk-seconds=0 "
@@ -182,11 +172,8 @@ TEST_F(TrainingRun, SeparateStreamGivesTheOfflineSeparationPieceByPiece) {
   EXPECT_NE(error_line("separate --expdir=exp_causal --stream --stream-ms=0 --out=x < mix.pcm")
                 .find("--stream-ms"),
             std::string::npos);
-  auto lookahead = run_nabu("train --recipe=" + recipe + " --expdir=exp_ahead --threads=1 "
-                                "--max-steps=1,1 --set 'trainer.cfg:trainer:batch_size=4 2'" +
-                                small + " --set model.cfg:main:causal=False"
-                                        " --set model.cfg:main:norm=gLN",
-                            dir_.path());
+  auto lookahead = train_small_causal_conv_tasnet(
+      "exp_ahead", 1, "--set model.cfg:main:causal=False --set model.cfg:main:norm=gLN");
   ASSERT_EQ(lookahead.exit_code, 0) << lookahead.output;
   EXPECT_NE(error_line("separate --expdir=exp_ahead --stream --out=y < mix.pcm")
                 .find("conv_tasnet streams only when causal = True"),

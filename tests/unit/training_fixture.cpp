@@ -89,6 +89,24 @@ CommandResult TrainingRun::train(const std::string& expdir, const std::string& e
   return run_nabu("train --expdir=" + expdir + " " + tiny_dc(extra), dir_.path());
 }
 
+CommandResult TrainingRun::train_small_causal_conv_tasnet(const std::string& expdir, int updates,
+                                                          const std::string& extra) {
+  const std::string recipe =
+      (source_dir() / "recipes/SS/ConvTasNet/toy_ConvTasNet_causal_2spk").string();
+  auto data = run_nabu("data --recipe=" + recipe + " --expdir=" + expdir + "_data --threads=1",
+                       dir_.path());
+  if (data.exit_code != 0) return data;
+  const std::string steps = std::to_string(updates);
+  return run_nabu("train --recipe=" + recipe + " --expdir=" + expdir + " --threads=1 --max-steps=" +
+                      steps + "," + steps + " --set 'trainer.cfg:trainer:batch_size=4 2'"
+                      " --set model.cfg:main:encoder_filters=8"
+                      " --set model.cfg:main:bottleneck_channels=6"
+                      " --set model.cfg:main:hidden_channels=8 --set model.cfg:main:skip_channels=6"
+                      " --set model.cfg:main:blocks_per_repeat=3 --set model.cfg:main:repeats=1 " +
+                      extra,
+                  dir_.path());
+}
+
 std::map<std::string, torch::Tensor> TrainingRun::parameters(const std::string& checkpoint) {
   return load_checkpoint(dir_ / checkpoint, {}).parameters;
 }

@@ -34,6 +34,10 @@ class TrainingRun : public ::testing::Test {
  protected:
   void SetUp() override;
   CommandResult train(const std::string& expdir, const std::string& extra);
+  // The causal toy Conv-TasNet recipe (toy_ConvTasNet_causal_2spk) shrunk to a few hundred
+  // parameters and trained `updates` updates per stage into `expdir`; `extra`: more flags.
+  CommandResult train_small_causal_conv_tasnet(const std::string& expdir, int updates = 2,
+                                               const std::string& extra = "");
   std::map<std::string, torch::Tensor> parameters(const std::string& checkpoint);
   TempDir dir_;
 };

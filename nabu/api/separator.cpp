@@ -1,0 +1,202 @@
+// The public API (nabu/separator.h) over the internal classes: an experiment is the Separator and
+// TaskSeparation `nabu separate` uses, an exported file a TorchScript module; both separate in
+// chunks (ChunkedSeparation) between the two resamplers, as separate_file does for a file.
+#include "nabu/separator.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "nabu/core/error.h"
+#include "nabu/core/recipe.h"
+#include "nabu/neuralnetworks/models/model.h"
+#include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/postprocessing/separation.h"
+#include "nabu/postprocessing/separation_stream.h"
+#include "nabu/processing/audio_stream.h"
+
+namespace nabu::api {
+
+namespace {
+
+constexpr double kInt16Scale = 32768.0;  // the models hear int16-scale samples
+
+std::vector<double> whole_resampled(Resampler& resampler, const std::vector<double>& samples) {
+  auto out = resampler.process(samples);
+  auto rest = resampler.flush();
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+Signals api_signals(const torch::Tensor& separated) {  // [S, m] float
+  auto rows = separated.to(torch::kFloat32).contiguous();
+  Signals signals(static_cast<std::size_t>(rows.size(0)));
+  for (int64_t s = 0; s < rows.size(0); ++s)
+    signals[s].assign(rows[s].data_ptr<float>(), rows[s].data_ptr<float>() + rows.size(1));
+  return signals;
+}
+
+}  // namespace
+
+struct Separator::Impl {
+  SeparatorOptions options;
+  int rate = 0, speakers = 0;
+  int64_t frame_length = 1;
+  // An experiment:
+  std::unique_ptr<Recipe> recipe;
+  std::unique_ptr<nabu::Separator> separator;
+  std::unique_ptr<TaskSeparation> task;
+  // An exported file:
+  std::unique_ptr<torch::jit::Module> module;
+
+  ChunkedSeparation::ChunkSeparator chunk_separator() {
+    if (task)
+      return [this](const torch::Tensor& samples) { return task->separate_samples(samples, rate); };
+    return [this](const torch::Tensor& samples) {
+      torch::NoGradGuard no_grad;
+      auto out = module->forward({samples.to(torch::kFloat32).unsqueeze(0)}).toTensor();
+      return out[0].to(torch::kFloat64);
+    };
+  }
+};
+
+Separator::Separator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Separator::Separator(Separator&&) noexcept = default;
+Separator& Separator::operator=(Separator&&) noexcept = default;
+Separator::~Separator() = default;
+
+static void apply_api_threads(const SeparatorOptions& options) {
+  if (options.threads < 0) throw Error("threads must be >= 0");
+  if (options.threads > 0) torch::set_num_threads(options.threads);
+}
+
+Separator Separator::from_experiment(const std::string& expdir, const SeparatorOptions& options) {
+  apply_api_threads(options);
+  if (!std::filesystem::exists(std::filesystem::path(expdir) / "trainer.cfg"))
+    throw Error(expdir + " holds no trained experiment (no recipe copy)");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  impl->recipe = std::make_unique<Recipe>(Recipe::load(expdir));
+  const ConfigFile& test_cfg = impl->recipe->get("test_evaluator.cfg");
+  const std::string task =
+      options.task.empty() ? test_cfg.section("evaluator").get_list("tasks").at(0) : options.task;
+  if (task == "evaluator" || !test_cfg.has_section(task))
+    throw Error("task " + task + ": not a task of " + test_cfg.path());
+  impl->separator = std::make_unique<nabu::Separator>(
+      *impl->recipe, expdir, test_cfg.section("evaluator").get_string("segment_length", "full"),
+      /*early=*/false, options.model);
+  impl->task = impl->separator->task(task);
+  impl->rate = impl->task->model_sample_rate();
+  impl->speakers = impl->task->num_speakers();
+  impl->frame_length = impl->task->frame_length(impl->rate);
+  check_chunk_options({options.chunk_seconds, options.overlap_seconds}, impl->frame_length,
+                      impl->rate);
+  return Separator(std::move(impl));
+}
+
+Separator Separator::from_exported(const std::string& file, const SeparatorOptions& options) {
+  apply_api_threads(options);
+  if (!std::filesystem::is_regular_file(file)) throw Error(file + ": no such file");
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  try {
+    impl->module = std::make_unique<torch::jit::Module>(torch::jit::load(file));
+  } catch (const c10::Error& e) {
+    throw Error(file + ": not a file nabu export wrote (" +
+                std::string(e.what_without_backtrace()).substr(0, 120) + ")");
+  }
+  if (!impl->module->hasattr("sample_rate") || !impl->module->hasattr("speakers"))
+    throw Error(file + ": a TorchScript file without the sample_rate and speakers nabu export "
+                       "writes");
+  impl->module->eval();
+  impl->rate = static_cast<int>(impl->module->attr("sample_rate").toInt());
+  impl->speakers = static_cast<int>(impl->module->attr("speakers").toInt());
+  if (impl->module->hasattr("frame_length"))
+    impl->frame_length = impl->module->attr("frame_length").toInt();
+  check_chunk_options({options.chunk_seconds, options.overlap_seconds}, impl->frame_length,
+                      impl->rate);
+  return Separator(std::move(impl));
+}
+
+int Separator::sample_rate() const { return impl_->rate; }
+int Separator::speakers() const { return impl_->speakers; }
+
+Signals Separator::separate(const std::vector<float>& samples, int rate) {
+  if (rate <= 0) throw Error("separate: the sample rate must be > 0, not " + std::to_string(rate));
+  if (static_cast<double>(samples.size()) * impl_->rate / rate < impl_->frame_length)
+    throw DataError("separate: " + std::to_string(samples.size()) +
+                    " samples are shorter than one analysis frame");
+  std::vector<double> input;
+  input.reserve(samples.size());
+  double peak = 0;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    if (!std::isfinite(samples[i]))
+      throw DataError("separate: sample " + std::to_string(i) + " is not a number");
+    input.push_back(samples[i] * kInt16Scale);
+    peak = std::max(peak, std::fabs(input.back()));
+  }
+  if (peak == 0) throw DataError("separate: the signal is silent (every sample is zero)");
+  Resampler to_model(rate, impl_->rate);
+  std::vector<std::vector<double>> at_model(static_cast<std::size_t>(impl_->speakers));
+  ChunkedSeparation chunked(impl_->chunk_separator(), impl_->speakers, impl_->frame_length,
+                            impl_->rate, {impl_->options.chunk_seconds, impl_->options.overlap_seconds},
+                            [&](int s, const std::vector<double>& part) {
+                              at_model[s].insert(at_model[s].end(), part.begin(), part.end());
+                            });
+  chunked.push(whole_resampled(to_model, input));
+  chunked.finish();
+  Signals separated(at_model.size());
+  for (std::size_t s = 0; s < at_model.size(); ++s) {
+    Resampler back(impl_->rate, rate);
+    auto out = whole_resampled(back, at_model[s]);
+    out.resize(samples.size(), 0.0);  // exactly the input's length
+    separated[s].reserve(out.size());
+    for (double value : out) separated[s].push_back(static_cast<float>(value / kInt16Scale));
+  }
+  return separated;
+}
+
+struct Stream::Impl {
+  std::unique_ptr<SeparationStream> stream;
+};
+
+Stream::Stream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Stream::Stream(Stream&&) noexcept = default;
+Stream& Stream::operator=(Stream&&) noexcept = default;
+Stream::~Stream() = default;
+
+Stream Separator::stream() {
+  if (!impl_->task)
+    throw Error("streaming takes an experiment (Separator::from_experiment), not an exported file");
+  auto impl = std::make_unique<Stream::Impl>();
+  impl->stream = std::make_unique<SeparationStream>(*impl_->task);
+  return Stream(std::move(impl));
+}
+
+Signals Stream::push(const float* samples, std::size_t count) {
+  auto piece = torch::from_blob(const_cast<float*>(samples), {static_cast<int64_t>(count)},
+                                torch::kFloat32);
+  return api_signals(impl_->stream->push(piece.clone()));
+}
+
+Signals Stream::finish() { return api_signals(impl_->stream->finish()); }
+
+int64_t Stream::lookahead() const { return impl_->stream->lookahead(); }
+
+Audio read_audio(const std::string& path) {
+  AudioReader reader(path);
+  Audio audio;
+  audio.sample_rate = reader.sample_rate();
+  for (auto block = reader.read(1 << 16); !block.empty(); block = reader.read(1 << 16))
+    for (double value : block) audio.samples.push_back(static_cast<float>(value / kInt16Scale));
+  return audio;
+}
+
+void write_audio(const std::string& path, const std::vector<float>& samples, int sample_rate) {
+  AudioWriter writer(path, sample_rate);
+  writer.write(std::vector<double>(samples.begin(), samples.end()));
+  writer.commit();
+}
+
+}  // namespace nabu::api
