@@ -107,8 +107,9 @@ Separator Separator::from_exported(const std::string& file, const SeparatorOptio
                 std::string(e.what_without_backtrace()).substr(0, 120) + ")");
   }
   if (!impl->module->hasattr("sample_rate") || !impl->module->hasattr("speakers"))
-    throw Error(file + ": a TorchScript file without the sample_rate and speakers nabu export "
-                       "writes");
+    throw Error(file +
+                ": a TorchScript file without the sample_rate and speakers nabu export "
+                "writes");
   impl->module->eval();
   impl->rate = static_cast<int>(impl->module->attr("sample_rate").toInt());
   impl->speakers = static_cast<int>(impl->module->attr("speakers").toInt());
@@ -140,7 +141,8 @@ Signals Separator::separate(const std::vector<float>& samples, int rate) {
   Resampler to_model(rate, impl_->rate);
   std::vector<std::vector<double>> at_model(static_cast<std::size_t>(impl_->speakers));
   ChunkedSeparation chunked(impl_->chunk_separator(), impl_->speakers, impl_->frame_length,
-                            impl_->rate, {impl_->options.chunk_seconds, impl_->options.overlap_seconds},
+                            impl_->rate,
+                            {impl_->options.chunk_seconds, impl_->options.overlap_seconds},
                             [&](int s, const std::vector<double>& part) {
                               at_model[s].insert(at_model[s].end(), part.begin(), part.end());
                             });
@@ -175,8 +177,8 @@ Stream Separator::stream() {
 }
 
 Signals Stream::push(const float* samples, std::size_t count) {
-  auto piece = torch::from_blob(const_cast<float*>(samples), {static_cast<int64_t>(count)},
-                                torch::kFloat32);
+  auto piece =
+      torch::from_blob(const_cast<float*>(samples), {static_cast<int64_t>(count)}, torch::kFloat32);
   return api_signals(impl_->stream->push(piece.clone()));
 }
 

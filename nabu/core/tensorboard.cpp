@@ -10,6 +10,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
+#include "nabu/core/protobuf_wire.h"
 
 namespace nabu {
 
@@ -34,53 +35,7 @@ double now_wall_time() {
   return duration_cast<duration<double>>(system_clock::now().time_since_epoch()).count();
 }
 
-// ---- protocol-buffer wire format: varints, fixed-width little-endian numbers, length-delimited.
-
-void put_varint(std::string& out, uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7F) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-void put_key(std::string& out, int field, int wire_type) {
-  put_varint(out, (static_cast<uint64_t>(field) << 3) | static_cast<uint64_t>(wire_type));
-}
-
-template <class T>
-void put_little_endian(std::string& out, T value) {
-  unsigned char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));  // x86 and ARM Linux are little-endian
-  out.append(reinterpret_cast<const char*>(bytes), sizeof(T));
-}
-
-void put_double(std::string& out, int field, double value) {
-  put_key(out, field, 1);  // 64-bit
-  put_little_endian(out, value);
-}
-
-void put_float(std::string& out, int field, float value) {
-  put_key(out, field, 5);  // 32-bit
-  put_little_endian(out, value);
-}
-
-void put_int64(std::string& out, int field, int64_t value) {
-  put_key(out, field, 0);  // varint; a negative int64 takes ten bytes, as protobuf's
-  put_varint(out, static_cast<uint64_t>(value));
-}
-
-void put_bytes(std::string& out, int field, const std::string& bytes) {
-  put_key(out, field, 2);  // length-delimited
-  put_varint(out, bytes.size());
-  out += bytes;
-}
-
-void put_packed_doubles(std::string& out, int field, const std::vector<double>& values) {
-  std::string packed;
-  for (double v : values) put_little_endian(packed, v);
-  put_bytes(out, field, packed);
-}
+using namespace wire;
 
 // Event fields: wall_time 1, step 2, file_version 3, summary 5, session_log 7.
 std::string event_header(double wall_time, int64_t step) {

@@ -6,6 +6,8 @@
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/fs.h"
+#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/postprocessing/separation.h"
 #include "nabu/processing/signal.h"
@@ -63,18 +65,144 @@ torch::jit::Module script_model_in(const Model& model,
   return module;
 }
 
+// Solves (gram + ridge I) g = projection for each utterance by Gauss-Jordan elimination unrolled
+// over the S speakers (ONNX has no solve; the matrix is symmetric positive definite, so no
+// pivoting is needed): A [B, S, S + 1] -> g [B, S, 1].
+std::string onnx_solve(onnx::Graph& graph, std::string augmented, int64_t speakers) {
+  for (int64_t k = 0; k < speakers; ++k) {
+    auto k_range = [&](int64_t axis) {
+      return std::vector<std::string>{graph.ints({k}), graph.ints({k + 1}), graph.ints({axis})};
+    };
+    auto slice = [&](const std::string& x, int64_t axis) {
+      auto range = k_range(axis);
+      return graph.node("Slice", {x, range[0], range[1], range[2]});
+    };
+    auto row = slice(augmented, 1);  // [B, 1, S + 1]
+    auto pivot_row = graph.node("Div", {row, slice(row, 2)});
+    std::vector<double> unit(static_cast<std::size_t>(speakers), 0.0);
+    unit[static_cast<std::size_t>(k)] = 1.0;
+    auto column =
+        graph.node("Sub", {slice(augmented, 2), graph.doubles("unit", {1, speakers, 1}, unit)});
+    augmented = graph.node("Sub", {augmented, graph.node("Mul", {column, pivot_row})});
+  }
+  return graph.node(
+      "Slice", {augmented, graph.ints({speakers}), graph.ints({speakers + 1}), graph.ints({2})});
+}
+
+// The ONNX model: what separator_source computes, node by node, around Model::onnx.
+std::string onnx_model(const Model& model, TaskSeparation& separation,
+                       const FrameSettings& frames) {
+  onnx::Graph graph;
+  const int64_t speakers = separation.num_speakers();
+  const auto to = [](onnx::ElementType type) {
+    return onnx::int_attribute("to", static_cast<int64_t>(type));
+  };
+  graph.input("waveform", onnx::ElementType::kFloat, {{0, "batch"}, {0, "samples"}});
+  auto mixture = graph.node("Cast", {"waveform"}, {to(onnx::ElementType::kDouble)});
+  auto length = graph.node("Gather", {graph.node("Shape", {"waveform"}), graph.int_scalar(1)});
+  // keep = min(max(round(floor((N - winlen) / winstep) winstep + winlen), 0), N)
+  auto winlen = graph.doubles("winlen", {}, {frames.winlen * frames.sample_rate});
+  auto winstep = graph.doubles("winstep", {}, {frames.winstep * frames.sample_rate});
+  auto count = graph.node(
+      "Floor",
+      {graph.node(
+          "Div", {graph.node("Sub", {graph.node("Cast", {length}, {to(onnx::ElementType::kDouble)}),
+                                     winlen}),
+                  winstep})});
+  auto keep = graph.node(
+      "Cast",
+      {graph.node(
+          "Floor",
+          {graph.node("Add", {graph.node("Add", {graph.node("Mul", {count, winstep}), winlen}),
+                              graph.doubles("half", {}, {0.5})})})},
+      {to(onnx::ElementType::kInt64)});
+  keep = graph.node("Min", {graph.node("Max", {keep, graph.int_scalar(0)}), length});
+  auto heard = graph.node(
+      "Slice",
+      {mixture, graph.ints({0}), graph.node("Reshape", {keep, graph.ints({1})}), graph.ints({1})});
+  auto peak =
+      graph.node("ReduceMax", {graph.node("Abs", {heard})}, {onnx::ints_attribute("axes", {1})});
+  auto normalised =
+      graph.node("Where", {graph.node("Greater", {peak, graph.doubles("zero", {}, {0.0})}),
+                           graph.node("Div", {heard, peak}), heard});
+  const std::string network =
+      model.onnx(graph, graph.node("Cast", {normalised}, {to(onnx::ElementType::kFloat)}));
+  if (network.empty()) throw Error(model.describe() + ": " + model.why_not_onnx());
+  auto signals = graph.node("Cast", {network}, {to(onnx::ElementType::kDouble)});
+  // The least-squares gains of mixture_gains, with its ridge.
+  auto gram = graph.node(
+      "MatMul",
+      {signals, graph.node("Transpose", {signals}, {onnx::ints_attribute("perm", {0, 2, 1})})});
+  auto projection =
+      graph.node("MatMul", {signals, graph.node("Unsqueeze", {heard, graph.ints({2})})});
+  std::vector<double> identity(static_cast<std::size_t>(speakers * speakers), 0.0);
+  for (int64_t s = 0; s < speakers; ++s) identity[static_cast<std::size_t>(s * speakers + s)] = 1.0;
+  auto eye = graph.doubles("eye", {speakers, speakers}, identity);
+  auto diagonal = graph.node("ReduceSum", {graph.node("Mul", {gram, eye}), graph.ints({2})},
+                             {onnx::int_attribute("keepdims", 0)});
+  auto ridge = graph.node(
+      "Mul",
+      {graph.node("Max", {graph.node("ReduceMean", {diagonal}, {onnx::ints_attribute("axes", {1})}),
+                          graph.doubles("floor", {}, {1e-12})}),
+       graph.doubles("ridge", {}, {1e-9})});
+  auto regularised = graph.node(
+      "Add", {gram, graph.node("Mul", {graph.node("Unsqueeze", {ridge, graph.ints({2})}), eye})});
+  auto gains = onnx_solve(
+      graph, graph.node("Concat", {regularised, projection}, {onnx::int_attribute("axis", 2)}),
+      speakers);
+  auto separated = graph.node("Mul", {signals, gains});
+  auto pads =
+      graph.node("Concat",
+                 {graph.ints({0, 0, 0, 0, 0}),
+                  graph.node("Reshape", {graph.node("Sub", {length, keep}), graph.ints({1})})},
+                 {onnx::int_attribute("axis", 0)});
+  auto padded =
+      graph.node("Cast", {graph.node("Pad", {separated, pads})}, {to(onnx::ElementType::kFloat)});
+  graph.output(padded, "separated", onnx::ElementType::kFloat,
+               {{0, "batch"}, {speakers, ""}, {0, "samples"}});
+  return graph.serialise("nabu_separator", "nabu");
+}
+
 }  // namespace
 
 torch::jit::Module script_model(const Model& model) {
   return script_model_in(model, std::make_shared<torch::jit::CompilationUnit>());
 }
 
+namespace {
+
+// The TorchScript file: the model's module and the steps around it (separator_source).
+void write_torchscript(const Model& model, TaskSeparation& separation,
+                       const FrameSettings& frames, const std::filesystem::path& out) {
+  auto unit = std::make_shared<torch::jit::CompilationUnit>();
+  torch::jit::Module top(c10::QualifiedName("nabu.Separator"), unit, /*shouldMangle=*/true);
+  top.register_module("model", script_model_in(model, unit));
+  top.register_attribute("sample_rate", c10::IntType::get(),
+                         static_cast<int64_t>(separation.model_sample_rate()));
+  top.register_attribute("speakers", c10::IntType::get(),
+                         static_cast<int64_t>(separation.num_speakers()));
+  // What chunked separation needs of an exported file (the C++ API's Separator::from_exported).
+  top.register_attribute("frame_length", c10::IntType::get(),
+                         separation.frame_length(separation.model_sample_rate()));
+  top.define(separator_source(frames));
+  top.eval();
+  const auto temporary = temporary_sibling(out);
+  try {
+    top.save(temporary.string());
+    rename_replace(temporary, out);
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
+  }
+}
+
+}  // namespace
+
 void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir,
                        const ExportRequest& request) {
-  if (request.format == "onnx")
-    throw Error("--format=onnx is not written yet; --format=torchscript is");
-  if (request.format != "torchscript")
-    throw Error("--format=" + request.format + ": expected torchscript");
+  if (request.format != "torchscript" && request.format != "onnx")
+    throw Error("--format=" + request.format + ": expected torchscript or onnx");
   const auto folder = std::filesystem::absolute(request.out).parent_path();
   if (!std::filesystem::is_directory(folder) || ::access(folder.c_str(), W_OK) != 0)
     throw Error("--out=" + request.out.string() + ": cannot write into " + folder.string());
@@ -87,30 +215,12 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
   Separator separator(recipe, expdir, segment, request.early, request.model, c10::kCPU);
   auto separation = separator.task(task);
   const Model& model = separation->waveform_model("export");
-  const auto* features = separator.input_sections(task).front()->feature_options();
-
-  auto unit = std::make_shared<torch::jit::CompilationUnit>();
-  torch::jit::Module top(c10::QualifiedName("nabu.Separator"), unit, /*shouldMangle=*/true);
-  top.register_module("model", script_model_in(model, unit));
-  top.register_attribute("sample_rate", c10::IntType::get(),
-                         static_cast<int64_t>(separation->model_sample_rate()));
-  top.register_attribute("speakers", c10::IntType::get(),
-                         static_cast<int64_t>(separation->num_speakers()));
-  // What chunked separation needs of an exported file (the C++ API's Separator::from_exported).
-  top.register_attribute("frame_length", c10::IntType::get(),
-                         separation->frame_length(separation->model_sample_rate()));
-  top.define(separator_source(features->frames(separation->model_sample_rate())));
-  top.eval();
-  const auto temporary = std::filesystem::path(request.out.string() + ".tmp." +
-                                               std::to_string(::getpid()));
-  try {
-    top.save(temporary.string());
-    std::filesystem::rename(temporary, request.out);
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw;
-  }
+  const auto frames = separator.input_sections(task).front()->feature_options()->frames(
+      separation->model_sample_rate());
+  if (request.format == "onnx")
+    write_file_atomic(request.out, onnx_model(model, *separation, frames));
+  else
+    write_torchscript(model, *separation, frames, request.out);
   spdlog::info("exported {} ({}, task {}, {} Hz, {} speakers) to {}", model.describe(),
                request.format, task, separation->model_sample_rate(), separation->num_speakers(),
                request.out.string());

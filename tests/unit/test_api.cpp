@@ -45,8 +45,8 @@ TEST_F(TrainingRun, ApiSeparatesAsNabuSeparateFromAnExperimentAndItsExportedFile
   auto trained = train_small_causal_conv_tasnet("exp_api");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const auto wav = (dir_ / kMixture).string();
-  auto separated = run_nabu("separate --expdir=exp_api --threads=1 --out=cli '" + wav + "'",
-                            dir_.path());
+  auto separated =
+      run_nabu("separate --expdir=exp_api --threads=1 --out=cli '" + wav + "'", dir_.path());
   ASSERT_EQ(separated.exit_code, 0) << separated.output;
   auto exported = run_nabu("export --expdir=exp_api --out=api.pt", dir_.path());
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
@@ -88,13 +88,15 @@ TEST_F(TrainingRun, ApiSeparatesAsNabuSeparateFromAnExperimentAndItsExportedFile
       pcm.write(reinterpret_cast<const char*>(&sample), 2);
     }
   }
-  auto cli_stream = run_nabu("separate --expdir=exp_api --threads=1 --stream --stream-ms=20 "
-                             "--out=live < mix.pcm",
-                             dir_.path());
+  auto cli_stream = run_nabu(
+      "separate --expdir=exp_api --threads=1 --stream --stream-ms=20 "
+      "--out=live < mix.pcm",
+      dir_.path());
   ASSERT_EQ(cli_stream.exit_code, 0) << cli_stream.output;
   std::ifstream live(dir_ / "live/s1.pcm", std::ios::binary);
   std::vector<int16_t> written(streamed.size() + 1);
-  live.read(reinterpret_cast<char*>(written.data()), static_cast<std::streamsize>(written.size() * 2));
+  live.read(reinterpret_cast<char*>(written.data()),
+            static_cast<std::streamsize>(written.size() * 2));
   ASSERT_EQ(live.gcount(), static_cast<std::streamsize>(streamed.size() * 2));
   double largest = 0;
   for (std::size_t i = 0; i < streamed.size(); ++i)
@@ -102,11 +104,13 @@ TEST_F(TrainingRun, ApiSeparatesAsNabuSeparateFromAnExperimentAndItsExportedFile
   EXPECT_LE(largest, 1.01);
 
   // Bad input: one line each, as std::runtime_error.
-  EXPECT_NE(error_of_api([&] { from_experiment.separate({}, 8000); })
-                .find("shorter than one analysis frame"),
+  EXPECT_NE(error_of_api([&] {
+              from_experiment.separate({}, 8000);
+            }).find("shorter than one analysis frame"),
             std::string::npos);
-  EXPECT_NE(error_of_api([&] { from_experiment.separate(std::vector<float>(8000, 0.0F), 8000); })
-                .find("silent"),
+  EXPECT_NE(error_of_api([&] {
+              from_experiment.separate(std::vector<float>(8000, 0.0F), 8000);
+            }).find("silent"),
             std::string::npos);
   auto with_nan = recording.samples;
   with_nan[100] = std::nanf("");
@@ -116,8 +120,9 @@ TEST_F(TrainingRun, ApiSeparatesAsNabuSeparateFromAnExperimentAndItsExportedFile
             std::string::npos);
   EXPECT_NE(error_of_api([&] { from_file.stream(); }).find("takes an experiment"),
             std::string::npos);
-  EXPECT_NE(error_of_api([&] { api::Separator::from_experiment((dir_ / "nowhere").string()); })
-                .find("holds no trained experiment"),
+  EXPECT_NE(error_of_api([&] {
+              api::Separator::from_experiment((dir_ / "nowhere").string());
+            }).find("holds no trained experiment"),
             std::string::npos);
   EXPECT_NE(error_of_api([&] {
               api::Separator::from_exported((source_dir() / "README.md").string());
@@ -138,7 +143,8 @@ TEST_F(TrainingRun, ApiSeparatesAsNabuSeparateFromAnExperimentAndItsExportedFile
 // CMAKE_PREFIX_PATH, built and run on an experiment and on an exported file.
 TEST_F(TrainingRun, ExampleBuildsAgainstTheInstalledPackageAndSeparatesAFile) {
   const fs::path build = fs::path(NABU_BINARY).parent_path();
-  auto installed = run_shell("cmake --install '" + build.string() + "' --prefix prefix", dir_.path());
+  auto installed =
+      run_shell("cmake --install '" + build.string() + "' --prefix prefix", dir_.path());
   ASSERT_EQ(installed.exit_code, 0) << installed.output;
   // The public header is the only one installed, and it includes only the standard library.
   std::set<std::string> headers;
@@ -155,12 +161,13 @@ TEST_F(TrainingRun, ExampleBuildsAgainstTheInstalledPackageAndSeparatesAFile) {
   }
 
   auto configured = run_shell("cmake -S '" + (source_dir() / "examples/separate_file").string() +
-                                  "' -B example -DCMAKE_PREFIX_PATH=" +
-                                  (dir_ / "prefix").string() + " && cmake --build example",
+                                  "' -B example -DCMAKE_PREFIX_PATH=" + (dir_ / "prefix").string() +
+                                  " && cmake --build example",
                               dir_.path());
   ASSERT_EQ(configured.exit_code, 0) << configured.output;
   std::ifstream cache(dir_ / "example/CMakeCache.txt");
-  const std::string cached((std::istreambuf_iterator<char>(cache)), std::istreambuf_iterator<char>());
+  const std::string cached((std::istreambuf_iterator<char>(cache)),
+                           std::istreambuf_iterator<char>());
   EXPECT_NE(cached.find("Nabu_DIR:PATH=" + (dir_ / "prefix/lib/cmake/Nabu").string()),
             std::string::npos);
 
@@ -172,13 +179,14 @@ TEST_F(TrainingRun, ExampleBuildsAgainstTheInstalledPackageAndSeparatesAFile) {
                 .exit_code,
             0);
   for (const std::string model : {"exp_ex", "ex.pt"}) {
-    auto run = run_shell("example/separate_file " + model + " '" + wav + "' out_" + model,
-                         dir_.path());
+    auto run =
+        run_shell("example/separate_file " + model + " '" + wav + "' out_" + model, dir_.path());
     ASSERT_EQ(run.exit_code, 0) << run.output;
     for (int s = 1; s <= 2; ++s) {
-      const auto ours = api::read_audio(
-          (dir_ / ("out_" + model + "_s" + std::to_string(s) + ".wav")).string());
-      const auto cli = api::read_audio((dir_ / ("cli/tt_0_s" + std::to_string(s) + ".wav")).string());
+      const auto ours =
+          api::read_audio((dir_ / ("out_" + model + "_s" + std::to_string(s) + ".wav")).string());
+      const auto cli =
+          api::read_audio((dir_ / ("cli/tt_0_s" + std::to_string(s) + ".wav")).string());
       EXPECT_LT(relative_difference(ours.samples, cli.samples), 1e-4) << model << " " << s;
     }
   }

@@ -18,8 +18,8 @@ namespace {
 std::string causal_conv_tasnet(const std::string& norm, const std::string& activation) {
   return "architecture = conv_tasnet\nnum_speakers = 2\nkernel_size = 16\nencoder_filters = 12\n"
          "bottleneck_channels = 6\nhidden_channels = 10\nskip_channels = 5\n"
-         "blocks_per_repeat = 4\nrepeats = 2\ncausal = True\nnorm = " + norm +
-         "\nmask_nonlinearity = " + activation + "\n";
+         "blocks_per_repeat = 4\nrepeats = 2\ncausal = True\nnorm = " +
+         norm + "\nmask_nonlinearity = " + activation + "\n";
 }
 
 // The signal pushed in pieces of `sizes` (repeated), then finished: [S, n].
@@ -53,8 +53,9 @@ TEST(ModelStream, CausalConvTasNetStreamsAsItsWholeSignalPass) {
       torch::NoGradGuard no_grad;
       const int64_t samples = 2003;  // not a whole number of frames
       auto signal = torch::randn({samples}) * 0.3;
-      auto offline = model->run({signal.view({1, -1, 1})}, torch::tensor({samples}),
-                                /*training=*/false)[0]
+      auto offline = model
+                         ->run({signal.view({1, -1, 1})}, torch::tensor({samples}),
+                               /*training=*/false)[0]
                          .transpose(0, 1);  // [S, n]
       const double rms = offline.pow(2).mean().sqrt().item<double>();
       // 10, 20 and 40 ms at 8 kHz; pieces shorter than a frame and of odd lengths.
@@ -125,15 +126,18 @@ TEST_F(TrainingRun, SeparateStreamGivesTheOfflineSeparationPieceByPiece) {
   auto trained = train_small_causal_conv_tasnet("exp_causal");
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
   const auto wav = dir_ / "data/corpus/2speakers/wav8k/min/tt/mix/tt_0.wav";
-  auto separated = run_nabu("separate --expdir=exp_causal --threads=1 --chunk-seconds=0 "
-                            "--out=offline '" + wav.string() + "'",
-                            dir_.path());
+  auto separated = run_nabu(
+      "separate --expdir=exp_causal --threads=1 --chunk-seconds=0 "
+      "--out=offline '" +
+          wav.string() + "'",
+      dir_.path());
   ASSERT_EQ(separated.exit_code, 0) << separated.output;
   auto mixture = read_audio(wav.string()).samples.reshape({-1});  // int16 scale
   write_bytes(dir_ / "mix.pcm", mixture.round().to(torch::kInt16).contiguous());
   for (const char* ms : {"10", "40"}) {
     auto streamed = run_nabu(std::string("separate --expdir=exp_causal --threads=1 --stream "
-                                         "--stream-ms=") + ms + " --out=live < mix.pcm",
+                                         "--stream-ms=") +
+                                 ms + " --out=live < mix.pcm",
                              dir_.path());
     ASSERT_EQ(streamed.exit_code, 0) << streamed.output;
     EXPECT_NE(streamed.output.find("real-time factor"), std::string::npos) << streamed.output;
@@ -142,7 +146,8 @@ TEST_F(TrainingRun, SeparateStreamGivesTheOfflineSeparationPieceByPiece) {
       auto live = read_pcm(dir_ / ("live/s" + std::to_string(s) + ".pcm"));
       ASSERT_EQ(live.size(0), n) << ms << " ms, speaker " << s;
       auto offline = read_audio((dir_ / ("offline/tt_0_s" + std::to_string(s) + ".wav")).string())
-                         .samples.reshape({-1}) * 32768.0;
+                         .samples.reshape({-1}) *
+                     32768.0;
       // Past the first quarter the running gains have settled on the whole-file ones.
       auto middle = [&](const torch::Tensor& x) { return x.narrow(0, n / 4, n / 2); };
       const double similar = correlation(middle(live), middle(offline));

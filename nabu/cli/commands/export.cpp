@@ -22,7 +22,8 @@ int cmd_export(const std::vector<std::string>& args) {
       ("allow-early-testing", po::bool_switch(&request.early),
        "export the latest validated checkpoint of a training that has not finished")
       ("format", po::value(&request.format)->default_value("torchscript"),
-       "torchscript (onnx is not written yet)")
+       "torchscript, or onnx (opset 17; conv_tasnet only: input `waveform` [batch, samples],\n"
+       "output `separated` [batch, speakers, samples], for onnxruntime)")
       ("out", po::value(&out), "the file to write, e.g. separator.pt (written atomically)");
   if (!parse_command_line(
           "export",
@@ -31,9 +32,10 @@ int cmd_export(const std::vector<std::string>& args) {
           "waveform [N] or [B, N] (float, any scale) at the model's sample rate (the file's\n"
           "`sample_rate` attribute) and returns [B, S, N] float32: what nabu separate computes\n"
           "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet,\n"
-          "dprnn);\n"
-          "other architectures are refused in one line.\n\n"
-          "Example: nabu export --expdir=exp/convtasnet --out=separator.pt",
+          "dprnn); other architectures are refused in one line. --format=onnx writes the same\n"
+          "computation as an ONNX model (conv_tasnet).\n\n"
+          "Example: nabu export --expdir=exp/convtasnet --out=separator.pt\n"
+          "         nabu export --expdir=exp/convtasnet --format=onnx --out=separator.onnx",
           args, description))
     return 0;
   require(common.expdir, "expdir", "export");

@@ -3,6 +3,9 @@
 // stream per speaker. An output that exists as a named pipe (mkfifo) is written as the pieces
 // come, for a listener downstream; regular files are written under temporary names and renamed
 // at the end, so an error (an odd byte count, a signal) leaves none of them behind.
+#include "nabu/cli/commands/separate_stream.h"
+
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,14 +14,11 @@
 #include <cstdio>
 #include <fstream>
 
-#include <spdlog/spdlog.h>
-
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
+#include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/postprocessing/separation.h"
 #include "nabu/postprocessing/separation_stream.h"
-#include "nabu/cli/commands/separate_stream.h"
-#include "nabu/postprocessing/chunked_separation.h"
 
 namespace nabu::cli {
 
@@ -67,8 +67,7 @@ std::size_t read_stdin(char* data, std::size_t bytes, const StreamRequest& reque
   while (got < bytes) {
     const ssize_t n = ::read(STDIN_FILENO, data + got, bytes - got);
     if (request.interrupted && request.interrupted() != 0)
-      throw SeparationInterrupted("stream interrupted; no output kept",
-                                  request.interrupted());
+      throw SeparationInterrupted("stream interrupted; no output kept", request.interrupted());
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -91,11 +90,13 @@ StreamReport stream_separation(TaskSeparation& separation, const StreamRequest& 
   ensure_directory(request.out);
   std::vector<std::unique_ptr<PcmOutput>> outputs;
   for (int s = 1; s <= stream.speakers(); ++s)
-    outputs.push_back(std::make_unique<PcmOutput>(request.out / ("s" + std::to_string(s) + ".pcm")));
-  spdlog::info("streaming 16-bit mono PCM at {} Hz from stdin in pieces of {} samples ({} ms); "
-               "algorithmic latency {:.2f} ms (the piece and the model's {} samples of lookahead)",
-               rate, piece, request.piece_ms, 1000.0 * (piece + stream.lookahead()) / rate,
-               stream.lookahead());
+    outputs.push_back(
+        std::make_unique<PcmOutput>(request.out / ("s" + std::to_string(s) + ".pcm")));
+  spdlog::info(
+      "streaming 16-bit mono PCM at {} Hz from stdin in pieces of {} samples ({} ms); "
+      "algorithmic latency {:.2f} ms (the piece and the model's {} samples of lookahead)",
+      rate, piece, request.piece_ms, 1000.0 * (piece + stream.lookahead()) / rate,
+      stream.lookahead());
   auto emit = [&](const torch::Tensor& separated) {
     for (int s = 0; s < stream.speakers(); ++s) outputs[s]->write(separated[s]);
   };
@@ -110,7 +111,8 @@ StreamReport stream_separation(TaskSeparation& separation, const StreamRequest& 
     const std::size_t samples = available / 2;
     if (samples > 0) {
       auto pcm = torch::from_blob(bytes.data(), {static_cast<int64_t>(samples)}, torch::kInt16)
-                     .to(torch::kFloat32) / 32768.0;
+                     .to(torch::kFloat32) /
+                 32768.0;
       const auto start = Clock::now();
       auto separated = stream.push(pcm);
       report.compute_seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());

@@ -1,5 +1,6 @@
 // conv_tasnet (Luo & Mesgarani 2019, docs/models.md): the shared codec (waveform_mask_model.h)
 // with a temporal convolution network of dilated depthwise blocks estimating the masks.
+#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/models/waveform_mask_model.h"
 
@@ -151,6 +152,40 @@ class ConvTasNetModel : public WaveformMaskModel {
   }
   std::string why_not_streamed() const override {
     return "conv_tasnet streams only when causal = True (its blocks then look back only)";
+  }
+
+  std::string onnx(onnx::Graph& graph, const std::string& waveform) const override {
+    const auto& o = options_;
+    auto encoded = onnx_encode(graph, waveform);
+    auto features = encoded.features;
+    std::string skips;
+    for (std::size_t b = 0; b < blocks_.size(); ++b) {
+      const auto& block = blocks_[b];
+      const std::string p = "block" + std::to_string(b) + "_";
+      auto conv = [&](const std::string& x, const std::string& name,
+                      std::vector<onnx::Attribute> attributes = {}) {
+        return graph.node("Conv", {x, onnx_parameter(graph, p + name + ".weight"),
+                                   onnx_parameter(graph, p + name + ".bias")},
+                          std::move(attributes));
+      };
+      auto prelu = [&](const std::string& x, const std::string& name) {
+        return graph.node("PRelu", {x, onnx_parameter(graph, p + name + ".weight")});
+      };
+      auto hidden = onnx_norm(graph, prelu(conv(features, "expand"), "prelu1"), p + "norm1.");
+      hidden = conv(hidden, "depthwise",
+                    {onnx::ints_attribute("dilations", {int64_t{1} << (b % o.blocks_per_repeat)}),
+                     onnx::int_attribute("group", o.hidden_channels),
+                     onnx::ints_attribute("pads", {block.left_context, block.right_context})});
+      hidden = onnx_norm(graph, prelu(hidden, "prelu2"), p + "norm2.");
+      if (!block.residual.is_empty())
+        features = graph.node("Add", {features, conv(hidden, "residual")});
+      auto skip = conv(hidden, "skip");
+      skips = skips.empty() ? skip : graph.node("Add", {skips, skip});
+    }
+    auto logits = graph.node(
+        "Conv", {graph.node("PRelu", {skips, onnx_parameter(graph, "output_prelu.weight")}),
+                 onnx_parameter(graph, "mask.weight"), onnx_parameter(graph, "mask.bias")});
+    return onnx_decode(graph, logits, encoded, waveform);
   }
 
   std::string torchscript() const override {

@@ -16,6 +16,10 @@
 
 namespace nabu {
 
+namespace onnx {
+class Graph;
+}
+
 // A causal model run on a signal that arrives in pieces (`nabu separate --stream`,
 // postprocessing/separation_stream.h): it keeps what the model needs of the past between pushes,
 // so the concatenated outputs equal the model's forward pass over the whole signal. It refers to
@@ -55,6 +59,14 @@ class Model : public torch::nn::Module {
   virtual std::string torchscript() const { return ""; }
   virtual std::string why_not_exported() const {
     return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet and dprnn have)";
+  }
+  // The same forward pass as ONNX nodes (`nabu export --format=onnx`, core/onnx.h): from the
+  // graph value `waveform` [B, N] to the name of the value [B, S, N] it computes, with this
+  // model's parameters as initializers. Empty when the architecture has none; why_not_onnx()
+  // then says why.
+  virtual std::string onnx(onnx::Graph& graph, const std::string& waveform) const { return ""; }
+  virtual std::string why_not_onnx() const {
+    return "architecture " + architecture_ + " has no ONNX export (conv_tasnet has)";
   }
   // A stream over this built model (batch of one, on its device), or nullptr when it cannot be
   // streamed; why_not_streamed() then says why.

@@ -383,6 +383,19 @@ class WaveformMaskModel : public Model {
            "    return signals.narrow(2, 0, samples).transpose(1, 2)\n";
   }
 
+  // ONNX of the shared parts (Model::onnx; waveform_onnx.cpp), for one unpadded batch: the
+  // model's parameter `name` as an initializer; the norm of x [B, C, T]; onnx_encode() turns the
+  // waveform [B, N] into `encoded` [B, N_f, K] and `features` [B, B_c, K]; onnx_decode() the mask
+  // logits [B, S N_f, K] into the waveforms [B, S, N].
+  struct OnnxEncoded {
+    std::string samples, encoded, features;
+  };
+  std::string onnx_parameter(onnx::Graph& graph, const std::string& name) const;
+  std::string onnx_norm(onnx::Graph& graph, const std::string& x, const std::string& prefix) const;
+  OnnxEncoded onnx_encode(onnx::Graph& graph, const std::string& waveform) const;
+  std::string onnx_decode(onnx::Graph& graph, const std::string& logits,
+                          const OnnxEncoded& encoded, const std::string& waveform) const;
+
   // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
   torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded) {
     auto masks = mask_activation(logits, waveform_options_.mask_nonlinearity);
@@ -414,8 +427,9 @@ class WaveformMaskModel : public Model {
       received_ += samples.numel();
       pending_ = torch::cat({pending_, samples.reshape({-1}).to(device(), torch::kFloat)});
       const auto& codec = model_.codec_;
-      const int64_t ready =
-          pending_.size(0) < codec.kernel ? 0 : (pending_.size(0) - codec.kernel) / codec.stride() + 1;
+      const int64_t ready = pending_.size(0) < codec.kernel
+                                ? 0
+                                : (pending_.size(0) - codec.kernel) / codec.stride() + 1;
       return run(ready, /*last=*/false);
     }
 
@@ -425,7 +439,8 @@ class WaveformMaskModel : public Model {
       const int64_t total =
           received_ == 0 ? 0
                          : (std::max<int64_t>(received_ - codec.kernel, 0) + codec.stride() - 1) /
-                                   codec.stride() + 1;
+                                   codec.stride() +
+                               1;
       const int64_t remaining = total - frames_;
       if (remaining > 0) {
         const int64_t needed = (remaining - 1) * codec.stride() + codec.kernel;
@@ -443,22 +458,21 @@ class WaveformMaskModel : public Model {
     torch::Tensor run(int64_t frames, bool last) {
       auto& codec = model_.codec_;
       const int64_t speakers = model_.waveform_options_.num_speakers;
-      torch::Tensor signals = overlap_.defined()
-                                  ? overlap_
-                                  : torch::zeros({speakers, 0}, pending_.options());
+      torch::Tensor signals =
+          overlap_.defined() ? overlap_ : torch::zeros({speakers, 0}, pending_.options());
       if (frames > 0) {
         auto signal = pending_.narrow(0, 0, (frames - 1) * codec.stride() + codec.kernel);
-        pending_ = pending_.narrow(0, frames * codec.stride(),
-                                   pending_.size(0) - frames * codec.stride());
+        pending_ =
+            pending_.narrow(0, frames * codec.stride(), pending_.size(0) - frames * codec.stride());
         auto encoded = codec.encode_frames(signal.view({1, 1, -1}));
         auto features = model_.bottleneck_->forward(
             model_.input_norm_->forward_continued(encoded, norm_history_));
         auto logits = separate_(features).reshape({speakers, codec.filters, frames});
-        auto masks = mask_activation(logits.unsqueeze(0), model_.waveform_options_.mask_nonlinearity)
-                         .squeeze(0);
+        auto masks =
+            mask_activation(logits.unsqueeze(0), model_.waveform_options_.mask_nonlinearity)
+                .squeeze(0);
         auto decoded = codec.decode_frames(masks * encoded);
-        if (overlap_.defined())
-          decoded.narrow(1, 0, overlap_.size(1)).add_(overlap_);
+        if (overlap_.defined()) decoded.narrow(1, 0, overlap_.size(1)).add_(overlap_);
         signals = decoded;
         frames_ += frames;
       }
