@@ -38,11 +38,11 @@ std::string WaveformMaskModel::onnx_norm(Graph& graph, const std::string& x,
       auto squares = graph.node(
           "CumSum",
           {graph.node("ReduceSum", {graph.node("Mul", {x, x}), channel}), graph.int_scalar(2)});
-      auto frames = graph.node("Gather", {graph.node("Shape", {x}), graph.int_scalar(2)});
+      auto shape = graph.node("Shape", {x});
+      auto frames = graph.node("Gather", {shape, graph.int_scalar(2)});
       auto counts = graph.node(
           "Range", {graph.int_scalar(1), graph.node("Add", {frames, graph.int_scalar(1)}),
                     graph.int_scalar(1)});
-      auto shape = graph.node("Shape", {x});
       auto to_float = onnx::int_attribute("to", static_cast<int64_t>(onnx::ElementType::kFloat));
       auto channels =
           graph.node("Cast", {graph.node("Gather", {shape, graph.int_scalar(1)})}, {to_float});
