@@ -3,13 +3,18 @@
 #include <torch/script.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <set>
+
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/postprocessing/separation.h"
+#include "nabu/postprocessing/stft_script.h"
 #include "nabu/processing/signal.h"
 
 namespace nabu {
@@ -171,21 +176,141 @@ torch::jit::Module script_model(const Model& model) {
 
 namespace {
 
-// The TorchScript file: the model's module and the steps around it (separator_source).
-void write_torchscript(const Model& model, TaskSeparation& separation,
-                       const FrameSettings& frames, const std::filesystem::path& out) {
-  auto unit = std::make_shared<torch::jit::CompilationUnit>();
+std::string identifier(const std::string& name) {
+  std::string out;
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+// The exported module with the attributes every reader uses: the rate, the speakers and, for
+// chunking (the C++ API's Separator::from_exported), the samples of one analysis frame.
+torch::jit::Module separator_module(const std::shared_ptr<torch::jit::CompilationUnit>& unit,
+                                    TaskSeparation& separation) {
   torch::jit::Module top(c10::QualifiedName("nabu.Separator"), unit, /*shouldMangle=*/true);
-  top.register_module("model", script_model_in(model, unit));
   top.register_attribute("sample_rate", c10::IntType::get(),
                          static_cast<int64_t>(separation.model_sample_rate()));
   top.register_attribute("speakers", c10::IntType::get(),
                          static_cast<int64_t>(separation.num_speakers()));
-  // What chunked separation needs of an exported file (the C++ API's Separator::from_exported).
   top.register_attribute("frame_length", c10::IntType::get(),
                          separation.frame_length(separation.model_sample_rate()));
-  top.define(separator_source(frames));
+  return top;
+}
+
+// A spectral input's feature and normalisation as `features` (float) from `mixture`
+// (feature_computers.cpp, normalise_features), or an Error naming what does not export.
+std::string feature_source(torch::jit::Module& top, const Recipe& recipe,
+                           const SectionReader& section, int rate, const std::string& task) {
+  const FeatureOptions* options = section.feature_options();
+  const ConfigFile& processor =
+      recipe.processor_config(recipe.get("database.conf").section(section.section()));
+  const std::string where = "task " + task + ": input " + section.section() + " (" +
+                            processor.path() + ")";
+  const std::string name = processor.section("processor").get_string("processor", "");
+  const std::string expression =
+      options ? spectral_feature_script(options->feature, "spectrum", options->nfft) : "";
+  if ((name != "audio_feat_processor" && name != "audio_signal_processor") || expression.empty())
+    throw Error(where + ": export computes magspec, logspec or powspec features of the mixture "
+                "(audio_feat_processor), not " + name + " " + (options ? options->feature : ""));
+  if (options->include_energy)
+    throw Error(where + ": include_energy = True does not export");
+  top.register_buffer("feature_stft_window",
+                      make_window(options->winfunc, options->frames(rate).frame_length()));
+  std::string source = "    spectrum = self.feature_stft(mixture)\n"
+                       "    features = " + expression + "\n";
+  const std::string mvn = processor.section("processor").get_string("mvn_type", "none");
+  if (mvn == "global") {
+    top.register_buffer("mvn_mean", section.statistics()->mean.clone());
+    top.register_buffer("mvn_std", section.statistics()->std.clone());
+    source += "    features = (features - self.mvn_mean) / (self.mvn_std + 1e-12)\n";
+  } else if (mvn == "local") {
+    source += "    mean = features.mean(1, True)\n"
+              "    deviation = (features - mean).square().mean(1, True).sqrt()\n"
+              "    features = (features - mean) / (deviation + 1e-12)\n";
+  }
+  top.define(stft_script("feature_stft", options->frames(rate), options->preemph));
+  return source;
+}
+
+// What separate_samples does for a mask model (separation.cpp): the input's feature and
+// normalisation, the task's graph (single-input nodes, each model a submodule), the
+// reconstructor's masks on the mixture's spectrum and the inverse STFT, zeros after the cut.
+void define_mask_separator(torch::jit::Module& top,
+                           const std::shared_ptr<torch::jit::CompilationUnit>& unit,
+                           Separator& separator, TaskSeparation& separation,
+                           const std::string& task) {
+  const Reconstructor& reconstructor = separation.reconstructor();
+  const std::string masks = reconstructor.torchscript_masks();
+  if (masks.empty()) throw Error("task " + task + ": " + reconstructor.why_not_scripted());
+  const int rate = separation.model_sample_rate();
+  const auto inputs = separator.input_sections(task);
+  if (inputs.size() != 1)
+    throw Error("task " + task + ": export takes a graph with one input, not " +
+                std::to_string(inputs.size()));
+  std::string source =
+      "def forward(self, waveform: Tensor) -> Tensor:\n"
+      "    batch = waveform.unsqueeze(0) if waveform.dim() == 1 else waveform\n"
+      "    mixture = batch.double()\n" +
+      feature_source(top, separator.recipe(), *inputs.front(), rate, task);
+  const ModelGraph& graph = separator.loaded_graph(task, rate);
+  source += "    v_" + identifier(graph.input_names().front()) + " = features.float()\n";
+  std::set<std::string> models;
+  for (const auto& node : graph.nodes()) {
+    if (node.inputs.size() != 1)
+      throw Error("task " + task + ": node " + node.name + " has " +
+                  std::to_string(node.inputs.size()) + " inputs; export takes one per node");
+    if (models.insert(node.model).second)
+      top.register_module("m_" + identifier(node.model),
+                          script_model_in(graph.bank().at(node.model), unit));
+    source += "    v_" + identifier(node.output) + " = self.m_" + identifier(node.model) +
+              ".forward(v_" + identifier(node.inputs.front()) + ")\n";
+  }
+  source += "    estimates = v_" + identifier(reconstructor.output_names().front()) + "\n" + masks;
+  const FeatureOptions* mixture = separation.mixture_section().feature_options();
+  if (!mixture || mixture->feature != "spec")
+    throw Error("task " + task + ": org_mix section " + separation.mixture_section().section() +
+                " must give the mixture's spectrum (feature = spec) for export");
+  const FrameSettings frames = mixture->frames(rate);
+  top.register_buffer("mixture_stft_window", make_window(frames.winfunc, frames.frame_length()));
+  top.register_buffer("inverse_stft_window", make_window(frames.winfunc, frames.frame_length()));
+  top.define(stft_script("mixture_stft", frames, 0.0));
+  top.define(inverse_stft_script("inverse_stft", frames));
+  top.define(source +
+             "    signals = self.inverse_stft(self.mixture_stft(mixture).unsqueeze(1) * "
+             "masks.double())\n"
+             "    return torch.constant_pad_nd(signals, [0, mixture.size(1) - signals.size(2)], "
+             "0.0).float()\n");
+}
+
+// The exported module against separate_samples on a probe (two seconds of two gliding tones and
+// a fast chirp, whole int16 values so that float32 holds them): an export that computes anything else
+// is refused instead of written.
+void check_against_separation(torch::jit::Module& top, TaskSeparation& separation) {
+  const int rate = separation.model_sample_rate();
+  auto time = torch::arange(2 * rate, torch::kFloat64) / rate;
+  auto probe = torch::round(3000.0 * torch::sin(2.0 * M_PI * (220.0 + 40.0 * time) * time) +
+                            2000.0 * torch::sin(2.0 * M_PI * (700.0 - 90.0 * time) * time) +
+                            300.0 * torch::sin(1e5 * time.square()));
+  const auto expected = separation.separate_samples(probe, rate);
+  torch::NoGradGuard no_grad;
   top.eval();
+  const auto got = top.forward({probe.to(torch::kFloat32)}).toTensor()[0].to(torch::kFloat64);
+  const double rms = expected.square().mean().sqrt().item<double>();
+  const double error =
+      (got.narrow(1, 0, expected.size(1)) - expected).abs().max().item<double>() / rms;
+  const double tail = got.narrow(1, expected.size(1), got.size(1) - expected.size(1))
+                          .abs()
+                          .sum()
+                          .item<double>();
+  if (!(error < 1e-4) || tail != 0.0)
+    throw Error(fmt::format("the exported module differs from nabu separate by {:.2e} of the "
+                            "output's RMS on a probe signal; nothing was written (please report)",
+                            error));
+  spdlog::info("the exported module reproduces nabu separate on a probe signal within {:.1e} "
+               "of the output's RMS",
+               error);
+}
+
+void save_module(torch::jit::Module& top, const std::filesystem::path& out) {
   const auto temporary = temporary_sibling(out);
   try {
     top.save(temporary.string());
@@ -214,15 +339,31 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
       test_cfg.section("evaluator").get_string("segment_length", "full");
   Separator separator(recipe, expdir, segment, request.early, request.model, c10::kCPU);
   auto separation = separator.task(task);
-  const Model& model = separation->waveform_model("export");
-  const auto frames = separator.input_sections(task).front()->feature_options()->frames(
-      separation->model_sample_rate());
-  if (request.format == "onnx")
-    write_file_atomic(request.out, onnx_model(model, *separation, frames));
-  else
-    write_torchscript(model, *separation, frames, request.out);
-  spdlog::info("exported {} ({}, task {}, {} Hz, {} speakers) to {}", model.describe(),
-               request.format, task, separation->model_sample_rate(), separation->num_speakers(),
+  const bool waveforms = separation->reconstructor().estimates_signals();
+  if (request.format == "onnx" || waveforms) {
+    const Model& model =
+        separation->waveform_model(request.format == "onnx" ? "ONNX export" : "export");
+    const auto frames = separator.input_sections(task).front()->feature_options()->frames(
+        separation->model_sample_rate());
+    if (request.format == "onnx") {
+      write_file_atomic(request.out, onnx_model(model, *separation, frames));
+    } else {
+      auto unit = std::make_shared<torch::jit::CompilationUnit>();
+      auto top = separator_module(unit, *separation);
+      top.register_module("model", script_model_in(model, unit));
+      top.define(separator_source(frames));
+      check_against_separation(top, *separation);
+      save_module(top, request.out);
+    }
+  } else {
+    auto unit = std::make_shared<torch::jit::CompilationUnit>();
+    auto top = separator_module(unit, *separation);
+    define_mask_separator(top, unit, separator, *separation, task);
+    check_against_separation(top, *separation);
+    save_module(top, request.out);
+  }
+  spdlog::info("exported task {} ({}, {} Hz, {} speakers) to {}", task, request.format,
+               separation->model_sample_rate(), separation->num_speakers(),
                request.out.string());
 }
 

@@ -1,11 +1,13 @@
 // `nabu export`: a trained experiment as one TorchScript file that runs without Nabu
 // (torch.jit.load in Python, torch::jit::load in C++). The file's forward takes a mono waveform
-// [N] or [B, N] (float, any scale) at the model's sample rate and returns [B, S, N] float32: what
-// `nabu separate` computes between the waveform and the separated waveforms for one chunk (the
-// input cut to whole analysis frames and divided by its peak, the network, each speaker's gain
-// that rebuilds the mixture by least squares, zeros after the cut), at the input's scale.
-// Exported so far: the time-domain models (conv_tasnet, dprnn); other architectures and the
-// mask models are refused in one line naming why.
+// [N] or [B, N] (float, int16 scale) at the model's sample rate and returns [B, S, N] float32: what
+// `nabu separate` computes between the waveform and the separated waveforms for one chunk. For the
+// time-domain models (conv_tasnet, dprnn): the input cut to whole analysis frames and divided by
+// its peak, the network, each speaker's gain that rebuilds the mixture by least squares. For the
+// mask models (stackedmasks): the STFT, the feature and its normalisation, the graph, the masks
+// and the inverse STFT. Zeros after the cut. Deep clustering and architectures without a script
+// are refused in one line naming why; every export is checked against nabu separate on a probe
+// signal before it is written.
 #pragma once
 
 #include <filesystem>

@@ -59,6 +59,8 @@ class TaskSeparation {
   const Reconstructor& reconstructor() const { return *reconstructor_; }
   // The line of the reconstructor's org_mix section for a test utterance (its mixture audio).
   DataLine mixture_line(const std::string& utterance) const;
+  // The reconstructor's org_mix section, whose processor gives the mixture's spectrum.
+  const SectionReader& mixture_section() const { return *mixture_; }
   const std::string& name() const { return name_; }
 
  private:

@@ -17,8 +17,9 @@ SectionReader::SectionReader(const Recipe& recipe, const std::string& section_na
   if (processor_->needs_statistics()) {
     if (options.meanandvar_dir.empty())
       section.fail("meanandvar_dir", "required for mvn_type = global");
-    processor_->set_statistics(
-        MvnStatistics::load(std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5"));
+    statistics_ =
+        MvnStatistics::load(std::filesystem::path(options.meanandvar_dir) / "mvn_stats.h5");
+    processor_->set_statistics(*statistics_);
   }
   datafiles_ = options.datafiles;
   recorded_sample_rate_ = options.sample_rate;

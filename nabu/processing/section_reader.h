@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,11 +39,14 @@ class SectionReader {
   int list_sample_rate() const;
   const Processor& processor() const { return *processor_; }
   const FeatureOptions* feature_options() const { return processor_->feature_options(); }
+  // The global MVN statistics the processor was given; nullptr when it needs none.
+  const MvnStatistics* statistics() const { return statistics_ ? &*statistics_ : nullptr; }
 
  private:
   void load_list() const;
   std::string section_;
   ProcessorPtr processor_;
+  std::optional<MvnStatistics> statistics_;
   std::vector<std::string> datafiles_;
   int recorded_sample_rate_ = 0;
   std::string list_root_;

@@ -106,10 +106,29 @@ void expect_export_separates_as_nabu(const fs::path& dir, const std::string& rec
                           dir);
   EXPECT_EQ(python.exit_code, 0) << python.output;
   std::cout << python.output;
+  // A batch separates each of its signals as alone (mask models' features are not scale-free).
+  auto half = module.forward({(0.5 * mixture).to(torch::kFloat32)}).toTensor();
   auto batch = module.forward({torch::stack({mixture, 0.5 * mixture}).to(torch::kFloat32)})
                    .toTensor();
   EXPECT_TRUE(torch::allclose(batch[0], output[0], 1e-4, 1e-2));
-  EXPECT_TRUE(torch::allclose(batch[1], 0.5 * output[0], 1e-4, 1e-2));
+  EXPECT_TRUE(torch::allclose(batch[1], half[0], 1e-4, 1e-2));
+}
+
+// The scripted model of `body` (a model of frames [B, T, D]) against the model on unpadded
+// batches of three, two lengths.
+void expect_frame_script_matches(const std::string& body) {
+  SCOPED_TRACE(body);
+  auto model = make_model_from(body);
+  for (int64_t frames : {int64_t{1}, int64_t{23}}) {
+    auto input = torch::randn({3, frames, 7});
+    auto expected = model->run({input}, torch::full({3}, frames, torch::kLong), false);
+    auto module = script_model(*model);
+    torch::NoGradGuard no_grad;
+    auto scripted = module.forward({input}).toTensor();
+    ASSERT_EQ(scripted.sizes(), expected.sizes());
+    EXPECT_TRUE(torch::allclose(scripted, expected, 1e-5, 1e-6))
+        << (scripted - expected).abs().max().item<double>();
+  }
 }
 
 }  // namespace
@@ -125,16 +144,31 @@ TEST(ModelExport, TimeDomainScriptsComputeWhatTheModelsCompute) {
   for (const std::string variant :
        {"norm = gLN\n", "norm = chanLN\nmask_nonlinearity = sigmoid\n"})
     expect_script_matches(std::string(kSmallDprnn) + variant);
-  auto blstm = make_model_from("architecture = dblstm\nnum_layers = 1\nnum_units = 4\n");
-  blstm->run({torch::randn({1, 5, 3})}, torch::full({1}, 5, torch::kLong), false);
+  auto leaky = make_model_from("architecture = leaky_dblstm\nnum_layers = 1\nnum_units = 4\n"
+                                 "leak_factor = 0.9\n");
+  leaky->run({torch::randn({1, 5, 3})}, torch::full({1}, 5, torch::kLong), false);
   try {
-    script_model(*blstm);
+    script_model(*leaky);
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("architecture dblstm has no TorchScript export"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("runs its own LSTM cells"), std::string::npos)
         << e.what();
   }
+}
+
+// The mask models' networks: the fused recurrent stacks (both directions, several layers, the
+// fused CPU LSTM against LibTorch's kernel) and the linear output layer's reshapes/activations.
+TEST(ModelExport, RecurrentAndLinearScriptsComputeWhatTheModelsCompute) {
+  torch::manual_seed(12);
+  for (const std::string body :
+       {"architecture = dblstm\nnum_layers = 2\nnum_units = 6\n",
+        "architecture = dlstm\nnum_layers = 2\nnum_units = 5\n",
+        "architecture = dbgru\nnum_layers = 2\nnum_units = 4\n",
+        "architecture = dbrnn\nnum_layers = 1\nnum_units = 4\nactivation_fn = relu\n",
+        "architecture = linear\noutput_dims = 10\n",
+        "architecture = linear\noutput_dims = 5 2\nactivation_func = softmax\nno_bias = True\n",
+        "architecture = linear\noutput_dims = 4\nactivation_func = sigmoid\nlast_only = True\n"})
+    expect_frame_script_matches(body);
 }
 
 // The toy Conv-TasNet, exported; bad requests are one line and leave no file.
@@ -157,15 +191,24 @@ TEST_F(TrainingRun, ExportedConvTasNetSeparatesAsNabuSeparate) {
   EXPECT_NE(error_line("--expdir=exp_none --out=x.pt").find("holds no trained experiment"),
             std::string::npos);
   EXPECT_NE(error_line("--expdir=exp_ctn").find("--out"), std::string::npos);
-  // A deep clustering experiment: its masks are not scripted.
+  // A deep clustering experiment: its k-means is not scripted; ONNX takes waveform models.
   auto dc = train("exp_dc", "--max-steps=1,1");
   ASSERT_EQ(dc.exit_code, 0) << dc.output;
-  EXPECT_NE(error_line("--expdir=exp_dc --out=dc.pt").find("builds masks on the STFT"),
+  EXPECT_NE(error_line("--expdir=exp_dc --out=dc.pt").find("k-means"), std::string::npos);
+  EXPECT_NE(error_line("--expdir=exp_dc --format=onnx --out=x.onnx").find("ONNX export takes"),
             std::string::npos);
   for (const char* name : {"x.onnx", "x.pt", "dc.pt"}) EXPECT_FALSE(fs::exists(dir_ / name));
   for (const auto& entry : fs::directory_iterator(dir_.path()))
     EXPECT_EQ(entry.path().filename().string().find(".tmp."), std::string::npos)
         << entry.path();
+}
+
+// The PIT BLSTM (logspec features with the training's global mean and variance, two BLSTM
+// layers, the linear mask layer, softmax masks, the inverse STFT), exported.
+TEST_F(TrainingRun, ExportedMaskModelSeparatesAsNabuSeparate) {
+  expect_export_separates_as_nabu(
+      dir_.path(), (source_dir() / "recipes/SS/DBLSTM/toy_PIT_2spk").string(),
+      "--set model.cfg:main:num_units=6", "exp_pit");
 }
 
 // The toy DPRNN, exported (chunks of 50 frames: the test mixture's edges are partial chunks).

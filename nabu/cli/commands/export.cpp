@@ -29,10 +29,11 @@ int cmd_export(const std::vector<std::string>& args) {
           "export",
           "Writes a trained separation model as one TorchScript file that runs without Nabu:\n"
           "torch.jit.load(F) in Python, torch::jit::load(F) in C++. Its forward takes a mono\n"
-          "waveform [N] or [B, N] (float, any scale) at the model's sample rate (the file's\n"
+          "waveform [N] or [B, N] (float, int16 scale) at the model's sample rate (the file's\n"
           "`sample_rate` attribute) and returns [B, S, N] float32: what nabu separate computes\n"
           "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet,\n"
-          "dprnn); other architectures are refused in one line. --format=onnx writes the same\n"
+          "dprnn) and the mask models (stackedmasks: STFT, features, mean/variance, network,\n"
+          "masks, inverse STFT); others are refused in one line. --format=onnx writes the same\n"
           "computation as an ONNX model (conv_tasnet).\n\n"
           "Example: nabu export --expdir=exp/convtasnet --out=separator.pt\n"
           "         nabu export --expdir=exp/convtasnet --format=onnx --out=separator.onnx",

@@ -93,6 +93,20 @@ class LinearModel : public Model {
     return output;
   }
 
+  std::string torchscript() const override {
+    std::string script = "def forward(self, x: Tensor) -> Tensor:\n"
+                         "    y = torch.matmul(x, self.weights)\n";
+    if (affine_.bias.defined()) script += "    y = y + self.biases\n";
+    if (options_.output_dims.size() > 1) {
+      std::string dims;
+      for (int dim : options_.output_dims) dims += (dims.empty() ? "" : ", ") + std::to_string(dim);
+      script += "    y = y.reshape(y.size()[:-1] + [" + dims + "])\n";
+    }
+    script += "    y = " + script_activation(options_.activation, "y") + "\n";
+    if (options_.last_only) script += "    y = y.select(1, -1).unsqueeze(1)\n";
+    return script + "    return y\n";
+  }
+
  private:
   LinearOptions options_;
   Affine affine_;

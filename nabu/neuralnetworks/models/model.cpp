@@ -83,6 +83,17 @@ torch::Tensor apply_activation(Activation activation, const torch::Tensor& input
   return input;
 }
 
+std::string script_activation(Activation activation, const std::string& input) {
+  switch (activation) {
+    case Activation::kNone: return input;
+    case Activation::kTanh: return "torch.tanh(" + input + ")";
+    case Activation::kSigmoid: return "torch.sigmoid(" + input + ")";
+    case Activation::kRelu: return "torch.relu(" + input + ")";
+    case Activation::kSoftmax: return "torch.softmax(" + input + ", -1)";
+  }
+  return input;
+}
+
 void declare_activation(OptionsReader& r, const std::string& key, Activation& value,
                         const std::vector<std::string>& allowed, const std::string& help) {
   static const std::vector<std::pair<std::string, Activation>> names = {

@@ -115,6 +115,8 @@ torch::Tensor keep_dropout(const torch::Tensor& input, double keep_probability, 
 // Activation functions by the original's names.
 enum class Activation { kNone, kTanh, kSigmoid, kRelu, kSoftmax };
 torch::Tensor apply_activation(Activation activation, const torch::Tensor& input);
+// The same as a TorchScript expression of the expression `input` (Model::torchscript).
+std::string script_activation(Activation activation, const std::string& input);
 
 // Reads an activation key: `allowed` lists the names this model accepts (e.g. {"tanh",
 // "sigmoid", "relu"}); a value outside it is a ConfigError naming file:line and key.

@@ -277,6 +277,48 @@ class RecurrentStackModel : public Model {
     return output;
   }
 
+  // The fused stack on one unpadded batch: LibTorch's lstm/gru/rnn kernels over both directions
+  // with the layers' own parameters (the fused CPU LSTM computes the same gates, fused_lstm.h).
+  std::string torchscript() const override {
+    if (!spec_.fused()) return "";
+    std::string script = "def forward(self, x: Tensor) -> Tensor:\n    y = x\n";
+    const std::string directions = spec_.bidirectional ? "2" : "1";
+    const std::string flags =
+        std::string(", True, 1, 0.0, False, ") + (spec_.bidirectional ? "True" : "False") + ", True)";
+    for (std::size_t l = 0; l < spec_.units.size(); ++l) {
+      std::string weights;
+      const torch::nn::Module& layer =
+          spec_.kind == CellKind::kLstm  ? static_cast<const torch::nn::Module&>(*lstm_layers_[l])
+          : spec_.kind == CellKind::kGru ? static_cast<const torch::nn::Module&>(*gru_layers_[l])
+                                         : static_cast<const torch::nn::Module&>(*rnn_layers_[l]);
+      for (const auto& item : layer.named_parameters(/*recurse=*/false))
+        weights += std::string(weights.empty() ? "" : ", ") + "self.layer" + std::to_string(l) +
+                   "_" + item.key();
+      script += "    h0 = torch.zeros([" + directions + ", y.size(0), " +
+                std::to_string(spec_.units[l]) + "], dtype=y.dtype)\n";
+      switch (spec_.kind) {
+        case CellKind::kLstm:
+          script += "    y = torch.lstm(y, [h0, h0], [" + weights + "]" + flags + "[0]\n";
+          break;
+        case CellKind::kGru:
+          script += "    y = torch.gru(y, h0, [" + weights + "]" + flags + "[0]\n";
+          break;
+        case CellKind::kRnn:
+          script += std::string("    y = torch.") +
+                    (spec_.rnn_activation == Activation::kRelu ? "rnn_relu" : "rnn_tanh") +
+                    "(y, h0, [" + weights + "]" + flags + "[0]\n";
+          break;
+      }
+    }
+    return script + "    return y\n";
+  }
+  std::string why_not_exported() const override {
+    return "architecture " + architecture() +
+           " runs its own LSTM cells (layer_norm, leaks, recurrent dropout or separate "
+           "directions), which have no TorchScript export; plain dblstm, dlstm, dbgru and dbrnn "
+           "have";
+  }
+
   StackSpec spec_;
   std::vector<torch::nn::LSTM> lstm_layers_;
   std::vector<torch::nn::GRU> gru_layers_;

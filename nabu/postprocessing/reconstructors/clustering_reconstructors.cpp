@@ -63,6 +63,14 @@ void DeepclusteringNoiseReconstructorOptions::declare(OptionsReader& r) {
 
 // Shared by the k-means reconstructors: options checks, the embedding layout, k-means settings.
 class ClusteringReconstructor : public Reconstructor {
+ public:
+  std::string why_not_scripted() const override {
+    return "reconstruct_type " + type() +
+           " finds each recording's speakers by k-means over its embeddings (restarts, "
+           "iterations to convergence), which the export does not script; mask models "
+           "(stackedmasks, PIT) and waveform models export";
+  }
+
  protected:
   ClusteringReconstructor(const ConfigSection& section,
                           const ClusteringReconstructorOptions& options,

@@ -58,6 +58,15 @@ class Reconstructor {
   // each scaled to max |x| = 1 with `normalise` (as masks_to_signals).
   virtual torch::Tensor signals(const TensorMap& outputs, bool normalise);
 
+  // masks() on one unpadded batch as TorchScript lines (`nabu export`): from the output
+  // output_names()[0], held in `estimates` [B, T, ...], to `masks` [B, S, T, F] float. Empty when
+  // the type cannot be scripted; why_not_scripted() then says why.
+  virtual std::string torchscript_masks() const { return ""; }
+  virtual std::string why_not_scripted() const {
+    return "reconstruct_type " + type_ +
+           " has no TorchScript export (stackedmasks and the waveform models' types have)";
+  }
+
   // Cluster centres [S, D] of the last masks() call (saved by the original under
   // cluster_centers/); undefined for types that do not cluster.
   const torch::Tensor& last_cluster_centers() const { return last_centers_; }

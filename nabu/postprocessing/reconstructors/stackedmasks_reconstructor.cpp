@@ -60,6 +60,19 @@ class StackedmasksReconstructor : public Reconstructor {
     return masks.contiguous();
   }
 
+  std::string torchscript_masks() const override {
+    const std::string speakers = std::to_string(num_speakers());
+    std::string script =
+        "    if estimates.dim() == 3:\n"
+        "        masks = estimates.reshape([estimates.size(0), estimates.size(1), " + speakers +
+        ", -1]).permute([0, 2, 1, 3]).float()\n"
+        "    else:\n"
+        "        masks = estimates.permute([0, 3, 1, 2]).float()\n";
+    if (activation_ == "softmax") script += "    masks = masks.softmax(1)\n";
+    if (activation_ == "sigmoid") script += "    masks = masks.sigmoid()\n";
+    return script;
+  }
+
  private:
   StackedmasksReconstructor(const ConfigSection& section,
                             const StackedmasksReconstructorOptions& options)
