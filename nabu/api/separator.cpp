@@ -3,7 +3,6 @@
 // chunks (ChunkedSeparation) between the two resamplers, as separate_file does for a file.
 #include "nabu/separator.h"
 
-#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -12,6 +11,7 @@
 #include "nabu/core/recipe.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/postprocessing/exported_separator.h"
 #include "nabu/postprocessing/separation.h"
 #include "nabu/postprocessing/separation_stream.h"
 #include "nabu/processing/audio_stream.h"
@@ -48,16 +48,11 @@ struct Separator::Impl {
   std::unique_ptr<nabu::Separator> separator;
   std::unique_ptr<TaskSeparation> task;
   // An exported file:
-  std::unique_ptr<torch::jit::Module> module;
+  std::unique_ptr<ExportedSeparator> exported;
 
   ChunkedSeparation::ChunkSeparator chunk_separator() {
-    if (task)
-      return [this](const torch::Tensor& samples) { return task->separate_samples(samples, rate); };
-    return [this](const torch::Tensor& samples) {
-      torch::NoGradGuard no_grad;
-      auto out = module->forward({samples.to(torch::kFloat32).unsqueeze(0)}).toTensor();
-      return out[0].to(torch::kFloat64);
-    };
+    if (task) return chunk_model(*task, rate).separate;
+    return exported->chunk_model().separate;
   }
 };
 
@@ -97,24 +92,12 @@ Separator Separator::from_experiment(const std::string& expdir, const SeparatorO
 
 Separator Separator::from_exported(const std::string& file, const SeparatorOptions& options) {
   apply_api_threads(options);
-  if (!std::filesystem::is_regular_file(file)) throw Error(file + ": no such file");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  try {
-    impl->module = std::make_unique<torch::jit::Module>(torch::jit::load(file));
-  } catch (const c10::Error& e) {
-    throw Error(file + ": not a file nabu export wrote (" +
-                std::string(e.what_without_backtrace()).substr(0, 120) + ")");
-  }
-  if (!impl->module->hasattr("sample_rate") || !impl->module->hasattr("speakers"))
-    throw Error(file +
-                ": a TorchScript file without the sample_rate and speakers nabu export "
-                "writes");
-  impl->module->eval();
-  impl->rate = static_cast<int>(impl->module->attr("sample_rate").toInt());
-  impl->speakers = static_cast<int>(impl->module->attr("speakers").toInt());
-  if (impl->module->hasattr("frame_length"))
-    impl->frame_length = impl->module->attr("frame_length").toInt();
+  impl->exported = std::make_unique<ExportedSeparator>(file);
+  impl->rate = impl->exported->sample_rate();
+  impl->speakers = impl->exported->speakers();
+  impl->frame_length = impl->exported->frame_length();
   check_chunk_options({options.chunk_seconds, options.overlap_seconds}, impl->frame_length,
                       impl->rate);
   return Separator(std::move(impl));

@@ -272,7 +272,25 @@ class SpeakerOutputs {
 
 }  // namespace
 
+ChunkModel chunk_model(TaskSeparation& task, int sample_rate) {
+  ChunkModel model;
+  model.separate = [&task, sample_rate](const torch::Tensor& samples) {
+    return task.separate_samples(samples, sample_rate);
+  };
+  model.speakers = task.num_speakers();
+  model.sample_rate = sample_rate;
+  model.frame_length = task.frame_length(sample_rate);
+  return model;
+}
+
 FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::path& input,
+                                   const std::filesystem::path& out_dir, const std::string& name,
+                                   const FileSeparationOptions& options) {
+  const int model_rate = options.model_rate > 0 ? options.model_rate : task.model_sample_rate();
+  return separate_file(chunk_model(task, model_rate), input, out_dir, name, options);
+}
+
+FileSeparationReport separate_file(const ChunkModel& model, const std::filesystem::path& input,
                                    const std::filesystem::path& out_dir, const std::string& name,
                                    const FileSeparationOptions& options) {
   auto started = Clock::now();
@@ -281,14 +299,14 @@ FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::
   report.input_rate = reader.sample_rate();
   report.channels = reader.channels();
   report.audio_seconds = reader.seconds();
-  const int model_rate = options.model_rate > 0 ? options.model_rate : task.model_sample_rate();
+  const int model_rate = model.sample_rate;
   report.output_rate = options.keep_model_rate ? model_rate : reader.sample_rate();
-  check_separable(input, options, reader, task.frame_length(model_rate), model_rate);
+  check_separable(input, options, reader, model.frame_length, model_rate);
   // At the input's rate the outputs have exactly the input's length.
-  SpeakerOutputs outputs(report, out_dir, name, task.num_speakers(), model_rate,
+  SpeakerOutputs outputs(report, out_dir, name, model.speakers, model_rate,
                          options.keep_model_rate ? -1 : reader.frames());
-  ChunkedSeparation chunked(task, model_rate, options.chunks,
-                            [&](int s, const std::vector<double>& samples) {
+  ChunkedSeparation chunked(model.separate, model.speakers, model.frame_length, model_rate,
+                            options.chunks, [&](int s, const std::vector<double>& samples) {
                               outputs.add(s, samples);
                             });
   Resampler to_model(reader.sample_rate(), model_rate);

@@ -66,6 +66,17 @@ class ChunkedSeparation {
   bool finished_ = false;
 };
 
+// What chunked separation needs of a model: the separation of one chunk and its sizes (a
+// trained experiment's task, or an exported file: exported_separator.h).
+struct ChunkModel {
+  ChunkedSeparation::ChunkSeparator separate;
+  int speakers = 0;
+  int sample_rate = 0;       // the model's
+  int64_t frame_length = 1;  // samples of one analysis frame at sample_rate
+};
+// A task's: chunks separated at `sample_rate` (the rate of its training data).
+ChunkModel chunk_model(TaskSeparation& task, int sample_rate);
+
 // A whole signal ([N] double, int16 scale, at the model's rate) separated in chunks: [S, N].
 torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samples,
                                  int sample_rate, const ChunkOptions& options);
@@ -112,6 +123,10 @@ struct FileSeparationReport {
 // empty, silent, shorter than one analysis frame or holds NaN samples; no output file is left
 // behind then, nor when it is interrupted.
 FileSeparationReport separate_file(TaskSeparation& task, const std::filesystem::path& input,
+                                   const std::filesystem::path& out_dir, const std::string& name,
+                                   const FileSeparationOptions& options);
+// The same with any model (options.model_rate is not read: the model's rate is its own).
+FileSeparationReport separate_file(const ChunkModel& model, const std::filesystem::path& input,
                                    const std::filesystem::path& out_dir, const std::string& name,
                                    const FileSeparationOptions& options);
 

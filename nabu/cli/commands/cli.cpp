@@ -108,7 +108,9 @@ void add_recording_options(po::options_description& description,
       ("allow-early-testing", po::bool_switch(&options.early),
        "use the latest validated checkpoint of a training that has not finished")
       ("model", po::value(&options.model)->default_value("final"),
-       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
+       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints);\n"
+       "without --expdir (nabu separate): a shipped model's name (nabu models) or a file\n"
+       "nabu export wrote")
       ("channel", po::value(&options.channel)->default_value(0),
        "use this channel (1 = the first) of a multi-channel file; 0 mixes them down")
       ("recording", po::value(&options.recordings)->composing(), "audio files (also positional)");
@@ -222,6 +224,7 @@ const std::vector<CommandInfo>& commands() {
       {"recognize", cmd_recognize, "print the labels a trained sequence task hears in recordings"},
       {"export", cmd_export, "write a trained separation model as one TorchScript file"},
       {"list", cmd_list, "list the registered components (models, losses, ...)"},
+      {"models", cmd_models, "list the shipped trained models (nabu separate --model=<name>)"},
   };
   return table;
 }

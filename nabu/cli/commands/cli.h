@@ -97,6 +97,7 @@ int cmd_separate(const std::vector<std::string>& args);
 int cmd_recognize(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_list(const std::vector<std::string>& args);
+int cmd_models(const std::vector<std::string>& args);
 int cmd_recipe(const std::vector<std::string>& args);
 
 }  // namespace nabu::cli

@@ -17,6 +17,8 @@
 #include "nabu/core/fs.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/postprocessing/exported_separator.h"
+#include "nabu/postprocessing/shipped_models.h"
 
 namespace nabu::cli {
 
@@ -82,7 +84,7 @@ Precision separation_precision(const std::string& name, const c10::Device& devic
 
 // The recordings, one after another, into <out>; a signal ends the process after the file it
 // interrupted was removed.
-int separate_files(TaskSeparation& separation, const RecordingOptions& recordings,
+int separate_files(const ChunkModel& model, const RecordingOptions& recordings,
                    const std::string& out, FileSeparationOptions options) {
   const auto names = output_names(
       std::vector<fs::path>(recordings.recordings.begin(), recordings.recordings.end()));
@@ -93,7 +95,7 @@ int separate_files(TaskSeparation& separation, const RecordingOptions& recording
   try {
     status = for_each_recording(recordings, "separate", "separated", [&](const std::string& path) {
       const std::string& name = names.at(index++);  // in the order of the recordings
-      auto report = separate_file(separation, path, out, name, options);
+      auto report = separate_file(model, path, out, name, options);
       spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
                    report.audio_seconds, report.input_rate, report.channels, report.output_rate,
                    report.wall_seconds / std::max(report.audio_seconds, 1e-9));
@@ -106,6 +108,38 @@ int separate_files(TaskSeparation& separation, const RecordingOptions& recording
   }
   if (received_signal != 0) end_by_signal();
   return status;
+}
+
+// --model=<name> without --expdir: a shipped model (nabu models), or a file nabu export wrote
+// (a path), on the CPU; what only an experiment has is refused by its flag.
+int separate_with_exported(const CommonOptions& common, const RecordingOptions& recordings,
+                           const std::string& out, FileSeparationOptions options, bool stream,
+                           const std::string& precision) {
+  const std::string& name = recordings.model;
+  if (name == "final" || name == "avg")
+    throw Error("--expdir (a trained experiment) or --model=<shipped model> is required; "
+                "nabu models lists the shipped models");
+  const std::string flag = "--model=" + name;
+  if (stream) throw Error("--stream takes a causal experiment (--expdir), not " + flag);
+  if (precision != "fp32") throw Error("--precision=" + precision + " takes an experiment (--expdir); " + flag + " computes in fp32");
+  if (!recordings.task.empty() || recordings.early || options.model_rate != 0)
+    throw Error("--task, --allow-early-testing and --model-rate take an experiment (--expdir), not " + flag);
+  if (recordings.device != "auto" && recordings.device != "cpu")
+    throw Error("--device=" + recordings.device + ": " + flag + " computes on the CPU");
+  if (recordings.recordings.empty()) throw Error("no audio file given (see nabu separate --help)");
+  if (recordings.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
+  apply_common_options(common);
+  const bool is_path = name.find('/') != std::string::npos ||
+                       std::filesystem::path(name).extension() == ".pt";
+  const std::filesystem::path file = is_path ? std::filesystem::path(name)
+                                             : find_shipped_model(name, "--model").file;
+  ExportedSeparator exported(file);
+  spdlog::info("model: {} ({} Hz, {} speakers)", file.string(), exported.sample_rate(),
+               exported.speakers());
+  const ChunkModel model = exported.chunk_model();
+  check_chunk_options(options.chunks, model.frame_length, model.sample_rate);
+  catch_signals();
+  return separate_files(model, recordings, out, options);
 }
 
 }  // namespace
@@ -153,11 +187,16 @@ int cmd_separate(const std::vector<std::string>& args) {
           "any length (in overlapping chunks, in bounded memory). Writes <out>/<name>_s<k>.wav,\n"
           "32-bit float, at the input's level and rate (<name>: the stem, or the file name when\n"
           "inputs share a stem).\n\n"
-          "Example: nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac\n"
+          "Without --expdir, --model names a shipped model (nabu models) or a file nabu export\n"
+          "wrote, and separates with no training.\n\n"
+          "Example: nabu separate --model=pit_blstm_8k --out=sep/ meeting.wav\n"
+          "         nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac\n"
           "         arecord -f S16_LE -r 8000 | nabu separate --expdir=exp/causal --stream --out=live/",
           args, description, &positional))
     return 0;
   require(out, "out", "separate");
+  if (common.expdir.empty())
+    return separate_with_exported(common, recordings, out, options, stream, precision_name);
   if (stream && !recordings.recordings.empty())
     throw Error("--stream reads stdin; no audio file may be given (" + recordings.recordings[0] +
                 ")");
@@ -182,7 +221,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   }
   options.model_rate = check_file_separation_options(*separation, options);
   catch_signals();
-  return separate_files(*separation, recordings, out, options);
+  return separate_files(chunk_model(*separation, options.model_rate), recordings, out, options);
 }
 
 }  // namespace nabu::cli

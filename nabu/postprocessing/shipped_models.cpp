@@ -1,0 +1,81 @@
+#include "nabu/postprocessing/shipped_models.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "nabu/core/error.h"
+#include "nabu/core/strings.h"
+#include "nabu_paths.h"  // generated: NABU_SOURCE_MODELS_DIR, NABU_INSTALLED_MODELS_DIR
+
+namespace nabu {
+
+namespace {
+
+// The first paragraph after the card's title, joined into one line.
+std::string card_summary(const std::filesystem::path& card) {
+  std::ifstream in(card);
+  std::string line, summary;
+  bool titled = false;
+  while (std::getline(in, line)) {
+    const std::string text = trim(line);
+    if (!titled) {
+      titled = text.rfind("# ", 0) == 0;
+      continue;
+    }
+    if (text.empty()) {
+      if (!summary.empty()) break;
+      continue;
+    }
+    summary += (summary.empty() ? "" : " ") + text;
+  }
+  return summary.empty() ? "(no summary: " + card.string() + " has no paragraph after its title)"
+                         : summary;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> shipped_model_folders() {
+  std::vector<std::filesystem::path> folders;
+  if (const char* path = std::getenv("NABU_MODELS_PATH"))
+    for (const auto& folder : split(path, ':'))
+      if (!folder.empty()) folders.emplace_back(folder);
+  folders.emplace_back(NABU_INSTALLED_MODELS_DIR);
+  folders.emplace_back(NABU_SOURCE_MODELS_DIR);
+  return folders;
+}
+
+std::vector<ShippedModel> shipped_models() {
+  std::map<std::string, ShippedModel> found;
+  for (const auto& folder : shipped_model_folders()) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(folder, error)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, error)) {
+      const auto file = entry.path() / "model.pt";
+      const std::string name = entry.path().filename().string();
+      if (found.count(name) || !std::filesystem::is_regular_file(file, error)) continue;
+      found[name] = {name, entry.path(), file, card_summary(entry.path() / "card.md")};
+    }
+  }
+  std::vector<ShippedModel> models;
+  for (auto& [name, model] : found) models.push_back(std::move(model));
+  return models;
+}
+
+ShippedModel find_shipped_model(const std::string& name, const std::string& flag) {
+  const auto models = shipped_models();
+  std::vector<std::string> names;
+  for (const auto& model : models) {
+    if (model.name == name) return model;
+    names.push_back(model.name);
+  }
+  std::vector<std::string> searched;
+  for (const auto& folder : shipped_model_folders()) searched.push_back(folder.string());
+  throw Error(flag + "=" + name + ": no shipped model of that name" + did_you_mean(name, names) +
+              (names.empty() ? "; none found in " + join(searched, ", ")
+                             : "; shipped: " + join(names, ", ")) +
+              " (an experiment takes --expdir; nabu models lists the shipped ones)");
+}
+
+}  // namespace nabu

@@ -1,0 +1,28 @@
+// The trained models shipped with Nabu (models/<name>/ in the source tree, share/nabu/models/
+// once installed): each folder holds model.pt (a file nabu export wrote), card.md (its model
+// card, whose first paragraph after the title is its one-line summary), the recipe it was
+// trained with, its training log and metrics. `nabu separate --model=<name>`, `nabu models`.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace nabu {
+
+struct ShippedModel {
+  std::string name;
+  std::filesystem::path folder, file;  // file: <folder>/model.pt
+  std::string summary;
+};
+
+// Where shipped models are looked for, in order: the folders of $NABU_MODELS_PATH
+// (colon-separated), the installed share/nabu/models and the source tree's models/.
+std::vector<std::filesystem::path> shipped_model_folders();
+// Every model of those folders (the first folder that has a name wins), sorted by name.
+std::vector<ShippedModel> shipped_models();
+// A shipped model by name, or an Error naming the flag, the name, a close name and the models
+// there are.
+ShippedModel find_shipped_model(const std::string& name, const std::string& flag);
+
+}  // namespace nabu

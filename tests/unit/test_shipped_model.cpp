@@ -1,0 +1,126 @@
+// The shipped model (models/pit_blstm_2spk_8k): `nabu separate --model=<name>` separates recorded
+// two-speaker mixtures, from a folder that is not the source tree and with no training, as its
+// card says (models/<name>/check.json: the figures and their tolerance); `nabu models` lists it;
+// what only an experiment has is refused by its flag.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "nabu/postprocessing/scorers/bss_eval.h"
+#include "nabu/processing/audio.h"
+#include "test_helpers.h"
+
+namespace nabu::testing {
+namespace {
+
+const char* kShipped = "pit_blstm_2spk_8k";
+
+torch::Tensor samples_of(const fs::path& wav) {
+  return read_audio(wav.string()).samples.reshape({-1}).to(torch::kFloat64);
+}
+
+double level_db(const torch::Tensor& signal) {
+  return 10.0 * std::log10(signal.square().mean().item<double>() + 1e-20);
+}
+
+// The mixtures' files of a set tools/make_recorded_eval_set wrote, sorted.
+std::vector<fs::path> mixtures_of(const fs::path& root) {
+  std::vector<fs::path> mixtures;
+  for (const auto& entry : fs::directory_iterator(root / "2speakers/wav8k/min/tt/mix"))
+    mixtures.push_back(entry.path());
+  std::sort(mixtures.begin(), mixtures.end());
+  return mixtures;
+}
+
+}  // namespace
+
+TEST(ShippedModel, SeparatesRecordedSpeechAsItsCardSays) {
+  const fs::path folder = source_dir() / "models" / kShipped;
+  const auto check = nlohmann::json::parse(read_text(folder / "check.json"));
+  TempDir dir;
+  const int count = check.at("recorded_mixtures").get<int>();
+  auto made = run_shell("/usr/bin/python3 '" + (source_dir() / "tools/make_recorded_eval_set").string() +
+                            "' --root=recorded --mixtures=" + std::to_string(count),
+                        dir.path());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const auto mixtures = mixtures_of(dir / "recorded");
+  ASSERT_EQ(mixtures.size(), static_cast<std::size_t>(count));
+  std::string files;
+  for (const auto& mixture : mixtures) files += " '" + mixture.string() + "'";
+  // Single speakers: the first speaker of the first half of the mixtures, alone.
+  std::string singles;
+  for (std::size_t k = 0; k < mixtures.size() / 2; ++k)
+    singles += " '" + (mixtures[k].parent_path().parent_path() / "s1" / mixtures[k].filename())
+                          .string() + "'";
+  auto separated = run_nabu(std::string("separate --model=") + kShipped +
+                                " --threads=2 --out=separated" + files, dir.path());
+  ASSERT_EQ(separated.exit_code, 0) << separated.output;
+  auto alone = run_nabu(std::string("separate --model=") + kShipped +
+                            " --threads=2 --out=alone" + singles, dir.path());
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+
+  double improvement = 0;
+  for (const auto& mixture : mixtures) {
+    const auto tt = mixture.parent_path().parent_path();
+    const auto stem = mixture.stem().string();
+    auto references = torch::stack({samples_of(tt / "s1" / mixture.filename()),
+                                    samples_of(tt / "s2" / mixture.filename())});
+    auto estimates = torch::stack({samples_of(dir / "separated" / (stem + "_s1.wav")),
+                                   samples_of(dir / "separated" / (stem + "_s2.wav"))});
+    auto mix = samples_of(mixture);
+    const auto ours = si_sdr_sources(references, estimates);
+    const auto before = si_sdr_sources(references, torch::stack({mix, mix}));
+    for (int s = 0; s < 2; ++s) improvement += (ours.sdr[s] - before.sdr[s]) / (2.0 * count);
+  }
+  // With one speaker the second output should be near silence: its level below the first's.
+  double quiet = 0;
+  const std::size_t halves = mixtures.size() / 2;
+  for (std::size_t k = 0; k < halves; ++k) {
+    const auto stem = mixtures[k].stem().string();
+    const double a = level_db(samples_of(dir / "alone" / (stem + "_s1.wav")));
+    const double b = level_db(samples_of(dir / "alone" / (stem + "_s2.wav")));
+    quiet += (std::min(a, b) - std::max(a, b)) / static_cast<double>(halves);
+  }
+  std::cout << kShipped << ": mean SI-SDR improvement on " << count
+            << " recorded mixtures (codec2/pocketsphinx) " << improvement
+            << " dB; one speaker: the quieter output " << quiet << " dB below the other\n";
+  const double tolerance = check.at("tolerance_db").get<double>();
+  EXPECT_NEAR(improvement, check.at("si_sdri_db").get<double>(), tolerance);
+  EXPECT_NEAR(quiet, check.at("single_speaker_quiet_output_db").get<double>(), tolerance);
+
+  auto listed = run_nabu("models", dir.path());
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find(std::string(kShipped) + "  -  "), std::string::npos) << listed.output;
+}
+
+TEST(ShippedModel, WhatOnlyAnExperimentHasIsRefusedByItsFlag) {
+  TempDir dir;
+  write_noise_wav(dir / "a.wav", 8000, 3);
+  auto error_of_run = [&](const std::string& flags) {
+    auto result = run_nabu("separate --out=o " + flags, dir.path());
+    EXPECT_EQ(result.exit_code, 1) << flags << "\n" << result.output;
+    return result.output;
+  };
+  EXPECT_NE(error_of_run("--model=pit_blstm_2spk_8 a.wav").find("did you mean"),
+            std::string::npos);
+  EXPECT_NE(error_of_run("a.wav").find("--model=<shipped model> is required"), std::string::npos);
+  const std::string model = std::string("--model=") + kShipped;
+  EXPECT_NE(error_of_run(model + " --stream").find("--stream takes a causal experiment"),
+            std::string::npos);
+  EXPECT_NE(error_of_run(model + " --precision=bf16 a.wav").find("--precision=bf16"),
+            std::string::npos);
+  EXPECT_NE(error_of_run(model + " --device=cuda a.wav").find("computes on the CPU"),
+            std::string::npos);
+  EXPECT_NE(error_of_run(model).find("no audio file"), std::string::npos);
+  EXPECT_NE(error_of_run("--model=missing/file.pt a.wav").find("missing/file.pt: no such file"),
+            std::string::npos);
+  write_text(dir / "fake.pt", "not a model");
+  EXPECT_NE(error_of_run("--model=./fake.pt a.wav").find("not a file nabu export wrote"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "o" / "a_s1.wav"));
+}
+
+}  // namespace nabu::testing
