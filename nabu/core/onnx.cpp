@@ -11,7 +11,7 @@ using namespace wire;
 // Field numbers of onnx.proto: ModelProto ir_version 1, producer_name 2, graph 7, opset_import 8;
 // OperatorSetIdProto domain 1, version 2; GraphProto node 1, name 2, initializer 5, input 11,
 // output 12; NodeProto input 1, output 2, name 3, op_type 4, attribute 5; AttributeProto name 1,
-// f 2, i 3, ints 8, type 20 (FLOAT 1, INT 2, INTS 7); TensorProto dims 1, data_type 2, name 8,
+// f 2, i 3, s 4, ints 8, type 20 (FLOAT 1, INT 2, STRING 3, INTS 7); TensorProto dims 1, data_type 2, name 8,
 // raw_data 9; ValueInfoProto name 1, type 2; TypeProto tensor_type 1; TypeProto.Tensor
 // elem_type 1, shape 2; TensorShapeProto dim 1; Dimension dim_value 1, dim_param 2.
 std::string tensor(const std::string& name, ElementType type, const std::vector<int64_t>& dims,
@@ -56,15 +56,19 @@ std::string value_info(const std::string& name, ElementType type, const std::vec
 }  // namespace
 
 Attribute int_attribute(const std::string& name, int64_t value) {
-  return {Attribute::Kind::kInt, name, value, 0.0F, {}};
+  return {Attribute::Kind::kInt, name, value, 0.0F, {}, ""};
 }
 
 Attribute float_attribute(const std::string& name, float value) {
-  return {Attribute::Kind::kFloat, name, 0, value, {}};
+  return {Attribute::Kind::kFloat, name, 0, value, {}, ""};
 }
 
 Attribute ints_attribute(const std::string& name, std::vector<int64_t> values) {
-  return {Attribute::Kind::kInts, name, 0, 0.0F, std::move(values)};
+  return {Attribute::Kind::kInts, name, 0, 0.0F, std::move(values), ""};
+}
+
+Attribute string_attribute(const std::string& name, const std::string& value) {
+  return {Attribute::Kind::kString, name, 0, 0.0F, {}, value};
 }
 
 std::string Graph::unique(const std::string& base) {
@@ -94,6 +98,10 @@ std::string Graph::node(const std::string& op, const std::vector<std::string>& i
       case Attribute::Kind::kInts:
         for (int64_t value : attribute.ints) put_int64(a, 8, value);
         put_int64(a, 20, 7);
+        break;
+      case Attribute::Kind::kString:
+        put_bytes(a, 4, attribute.s);
+        put_int64(a, 20, 3);
         break;
     }
     put_bytes(out, 5, a);

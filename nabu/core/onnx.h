@@ -17,15 +17,17 @@ constexpr int64_t kOpset = 17;
 enum class ElementType : int { kFloat = 1, kInt64 = 7, kDouble = 11 };
 
 struct Attribute {
-  enum class Kind { kInt, kFloat, kInts } kind = Kind::kInt;
+  enum class Kind { kInt, kFloat, kInts, kString } kind = Kind::kInt;
   std::string name;
   int64_t i = 0;
   float f = 0;
   std::vector<int64_t> ints;
+  std::string s;
 };
 Attribute int_attribute(const std::string& name, int64_t value);
 Attribute float_attribute(const std::string& name, float value);
 Attribute ints_attribute(const std::string& name, std::vector<int64_t> values);
+Attribute string_attribute(const std::string& name, const std::string& value);
 
 // A dimension of a graph input or output: a number, or a name for one that varies.
 struct Dim {

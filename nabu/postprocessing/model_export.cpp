@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <functional>
+#include <map>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +16,7 @@
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/postprocessing/separation.h"
+#include "nabu/postprocessing/stft_onnx.h"
 #include "nabu/postprocessing/stft_script.h"
 #include "nabu/processing/signal.h"
 
@@ -105,23 +108,7 @@ std::string onnx_model(const Model& model, TaskSeparation& separation,
   graph.input("waveform", onnx::ElementType::kFloat, {{0, "batch"}, {0, "samples"}});
   auto mixture = graph.node("Cast", {"waveform"}, {to(onnx::ElementType::kDouble)});
   auto length = graph.node("Gather", {graph.node("Shape", {"waveform"}), graph.int_scalar(1)});
-  // keep = min(max(round(floor((N - winlen) / winstep) winstep + winlen), 0), N)
-  auto winlen = graph.doubles("winlen", {}, {frames.winlen * frames.sample_rate});
-  auto winstep = graph.doubles("winstep", {}, {frames.winstep * frames.sample_rate});
-  auto count = graph.node(
-      "Floor",
-      {graph.node(
-          "Div", {graph.node("Sub", {graph.node("Cast", {length}, {to(onnx::ElementType::kDouble)}),
-                                     winlen}),
-                  winstep})});
-  auto keep = graph.node(
-      "Cast",
-      {graph.node(
-          "Floor",
-          {graph.node("Add", {graph.node("Add", {graph.node("Mul", {count, winstep}), winlen}),
-                              graph.doubles("half", {}, {0.5})})})},
-      {to(onnx::ElementType::kInt64)});
-  keep = graph.node("Min", {graph.node("Max", {keep, graph.int_scalar(0)}), length});
+  auto keep = onnx_snipped_length(graph, length, frames);
   auto heard = graph.node(
       "Slice",
       {mixture, graph.ints({0}), graph.node("Reshape", {keep, graph.ints({1})}), graph.ints({1})});
@@ -196,44 +183,88 @@ torch::jit::Module separator_module(const std::shared_ptr<torch::jit::Compilatio
   return top;
 }
 
-// A spectral input's feature and normalisation as `features` (float) from `mixture`
-// (feature_computers.cpp, normalise_features), or an Error naming what does not export.
-std::string feature_source(torch::jit::Module& top, const Recipe& recipe,
-                           const SectionReader& section, int rate, const std::string& task) {
-  const FeatureOptions* options = section.feature_options();
+// What a mask model's export computes around its graph, checked: the one input's spectral
+// feature and normalisation, and the mixture's spectrum of org_mix. Errors name what does not
+// export.
+struct MaskModelParts {
+  const FeatureOptions* input = nullptr;  // the input section's feature
+  std::string mvn;                        // global, local or none
+  const MvnStatistics* statistics = nullptr;
+  FrameSettings input_frames, mixture_frames;
+};
+
+MaskModelParts mask_model_parts(Separator& separator, TaskSeparation& separation,
+                                const std::string& task) {
+  const auto inputs = separator.input_sections(task);
+  if (inputs.size() != 1)
+    throw Error("task " + task + ": export takes a graph with one input, not " +
+                std::to_string(inputs.size()));
+  const SectionReader& section = *inputs.front();
+  const Recipe& recipe = separator.recipe();
   const ConfigFile& processor =
       recipe.processor_config(recipe.get("database.conf").section(section.section()));
-  const std::string where = "task " + task + ": input " + section.section() + " (" +
-                            processor.path() + ")";
+  const std::string where =
+      "task " + task + ": input " + section.section() + " (" + processor.path() + ")";
   const std::string name = processor.section("processor").get_string("processor", "");
-  const std::string expression =
-      options ? spectral_feature_script(options->feature, "spectrum", options->nfft) : "";
-  if ((name != "audio_feat_processor" && name != "audio_signal_processor") || expression.empty())
+  MaskModelParts parts;
+  parts.input = section.feature_options();
+  if ((name != "audio_feat_processor" && name != "audio_signal_processor") || !parts.input ||
+      spectral_feature_script(parts.input->feature, "x", parts.input->nfft).empty())
     throw Error(where + ": export computes magspec, logspec or powspec features of the mixture "
-                "(audio_feat_processor), not " + name + " " + (options ? options->feature : ""));
-  if (options->include_energy)
-    throw Error(where + ": include_energy = True does not export");
+                "(audio_feat_processor), not " + name + " " +
+                (parts.input ? parts.input->feature : ""));
+  if (parts.input->include_energy) throw Error(where + ": include_energy = True does not export");
+  parts.mvn = processor.section("processor").get_string("mvn_type", "none");
+  parts.statistics = section.statistics();
+  const int rate = separation.model_sample_rate();
+  parts.input_frames = parts.input->frames(rate);
+  const FeatureOptions* mixture = separation.mixture_section().feature_options();
+  if (!mixture || mixture->feature != "spec")
+    throw Error("task " + task + ": org_mix section " + separation.mixture_section().section() +
+                " must give the mixture's spectrum (feature = spec) for export");
+  parts.mixture_frames = mixture->frames(rate);
+  return parts;
+}
+
+// The graph's nodes in order, each a model applied to one earlier value: `apply(node, input)`
+// gives the node's value. Returns the value of the reconstructor's output.
+std::string chain_graph(const ModelGraph& graph, const Reconstructor& reconstructor,
+                        const std::string& task, const std::string& features,
+                        const std::function<std::string(const ModelGraph::Node&,
+                                                        const std::string&)>& apply) {
+  std::map<std::string, std::string> values{{graph.input_names().front(), features}};
+  for (const auto& node : graph.nodes()) {
+    if (node.inputs.size() != 1)
+      throw Error("task " + task + ": node " + node.name + " has " +
+                  std::to_string(node.inputs.size()) + " inputs; export takes one per node");
+    values[node.output] = apply(node, values.at(node.inputs.front()));
+  }
+  return values.at(reconstructor.output_names().front());
+}
+
+// The feature and normalisation as TorchScript lines, from `mixture` to `features` (float).
+std::string feature_source(torch::jit::Module& top, const MaskModelParts& parts) {
   top.register_buffer("feature_stft_window",
-                      make_window(options->winfunc, options->frames(rate).frame_length()));
-  std::string source = "    spectrum = self.feature_stft(mixture)\n"
-                       "    features = " + expression + "\n";
-  const std::string mvn = processor.section("processor").get_string("mvn_type", "none");
-  if (mvn == "global") {
-    top.register_buffer("mvn_mean", section.statistics()->mean.clone());
-    top.register_buffer("mvn_std", section.statistics()->std.clone());
+                      make_window(parts.input->winfunc, parts.input_frames.frame_length()));
+  top.define(stft_script("feature_stft", parts.input_frames, parts.input->preemph));
+  std::string source = "    spectrum = self.feature_stft(mixture)\n    features = " +
+                       spectral_feature_script(parts.input->feature, "spectrum", parts.input->nfft) +
+                       "\n";
+  if (parts.mvn == "global") {
+    top.register_buffer("mvn_mean", parts.statistics->mean.clone());
+    top.register_buffer("mvn_std", parts.statistics->std.clone());
     source += "    features = (features - self.mvn_mean) / (self.mvn_std + 1e-12)\n";
-  } else if (mvn == "local") {
+  } else if (parts.mvn == "local") {
     source += "    mean = features.mean(1, True)\n"
               "    deviation = (features - mean).square().mean(1, True).sqrt()\n"
               "    features = (features - mean) / (deviation + 1e-12)\n";
   }
-  top.define(stft_script("feature_stft", options->frames(rate), options->preemph));
-  return source;
+  return source + "    features = features.float()\n";
 }
 
 // What separate_samples does for a mask model (separation.cpp): the input's feature and
-// normalisation, the task's graph (single-input nodes, each model a submodule), the
-// reconstructor's masks on the mixture's spectrum and the inverse STFT, zeros after the cut.
+// normalisation, the task's graph (each model a submodule), the reconstructor's masks on the
+// mixture's spectrum and the inverse STFT, zeros after the cut.
 void define_mask_separator(torch::jit::Module& top,
                            const std::shared_ptr<torch::jit::CompilationUnit>& unit,
                            Separator& separator, TaskSeparation& separation,
@@ -241,35 +272,27 @@ void define_mask_separator(torch::jit::Module& top,
   const Reconstructor& reconstructor = separation.reconstructor();
   const std::string masks = reconstructor.torchscript_masks();
   if (masks.empty()) throw Error("task " + task + ": " + reconstructor.why_not_scripted());
-  const int rate = separation.model_sample_rate();
-  const auto inputs = separator.input_sections(task);
-  if (inputs.size() != 1)
-    throw Error("task " + task + ": export takes a graph with one input, not " +
-                std::to_string(inputs.size()));
+  const MaskModelParts parts = mask_model_parts(separator, separation, task);
   std::string source =
       "def forward(self, waveform: Tensor) -> Tensor:\n"
       "    batch = waveform.unsqueeze(0) if waveform.dim() == 1 else waveform\n"
       "    mixture = batch.double()\n" +
-      feature_source(top, separator.recipe(), *inputs.front(), rate, task);
-  const ModelGraph& graph = separator.loaded_graph(task, rate);
-  source += "    v_" + identifier(graph.input_names().front()) + " = features.float()\n";
+      feature_source(top, parts);
+  const ModelGraph& graph = separator.loaded_graph(task, separation.model_sample_rate());
   std::set<std::string> models;
-  for (const auto& node : graph.nodes()) {
-    if (node.inputs.size() != 1)
-      throw Error("task " + task + ": node " + node.name + " has " +
-                  std::to_string(node.inputs.size()) + " inputs; export takes one per node");
-    if (models.insert(node.model).second)
-      top.register_module("m_" + identifier(node.model),
-                          script_model_in(graph.bank().at(node.model), unit));
-    source += "    v_" + identifier(node.output) + " = self.m_" + identifier(node.model) +
-              ".forward(v_" + identifier(node.inputs.front()) + ")\n";
-  }
-  source += "    estimates = v_" + identifier(reconstructor.output_names().front()) + "\n" + masks;
-  const FeatureOptions* mixture = separation.mixture_section().feature_options();
-  if (!mixture || mixture->feature != "spec")
-    throw Error("task " + task + ": org_mix section " + separation.mixture_section().section() +
-                " must give the mixture's spectrum (feature = spec) for export");
-  const FrameSettings frames = mixture->frames(rate);
+  int64_t count = 0;
+  const std::string estimates = chain_graph(
+      graph, reconstructor, task, "features",
+      [&](const ModelGraph::Node& node, const std::string& input) {
+        if (models.insert(node.model).second)
+          top.register_module("m_" + identifier(node.model),
+                              script_model_in(graph.bank().at(node.model), unit));
+        const std::string value = "v" + std::to_string(count++);
+        source += "    " + value + " = self.m_" + identifier(node.model) + ".forward(" + input + ")\n";
+        return value;
+      });
+  source += "    estimates = " + estimates + "\n" + masks;
+  const FrameSettings& frames = parts.mixture_frames;
   top.register_buffer("mixture_stft_window", make_window(frames.winfunc, frames.frame_length()));
   top.register_buffer("inverse_stft_window", make_window(frames.winfunc, frames.frame_length()));
   top.define(stft_script("mixture_stft", frames, 0.0));
@@ -279,6 +302,85 @@ void define_mask_separator(torch::jit::Module& top,
              "masks.double())\n"
              "    return torch.constant_pad_nd(signals, [0, mixture.size(1) - signals.size(2)], "
              "0.0).float()\n");
+}
+
+// The ONNX model of a mask model: what define_mask_separator scripts, node by node (stft_onnx.h
+// for the transforms, Model::onnx for the networks, Reconstructor::onnx_masks).
+std::string onnx_mask_model(Separator& separator, TaskSeparation& separation,
+                            const std::string& task) {
+  const Reconstructor& reconstructor = separation.reconstructor();
+  if (reconstructor.torchscript_masks().empty())  // the same types have both
+    throw Error("task " + task + ": " + reconstructor.why_not_scripted());
+  const MaskModelParts parts = mask_model_parts(separator, separation, task);
+  const int rate = separation.model_sample_rate();
+  onnx::Graph graph;
+  const auto to = [](onnx::ElementType type) {
+    return onnx::int_attribute("to", static_cast<int64_t>(type));
+  };
+  graph.input("waveform", onnx::ElementType::kFloat, {{0, "batch"}, {0, "samples"}});
+  auto mixture = graph.node("Cast", {"waveform"}, {to(onnx::ElementType::kDouble)});
+  auto length = graph.node("Gather", {graph.node("Shape", {"waveform"}), graph.int_scalar(1)});
+  auto spectrum = onnx_stft(graph, mixture, onnx_snipped_length(graph, length, parts.input_frames),
+                            parts.input_frames, parts.input->preemph);
+  auto power = graph.node("Add", {graph.node("Mul", {spectrum.real, spectrum.real}),
+                                  graph.node("Mul", {spectrum.imaginary, spectrum.imaginary})});
+  std::string features;
+  if (parts.input->feature == "powspec")
+    features = graph.node("Div", {power, graph.doubles("nfft", {}, {double(parts.input->nfft)})});
+  else
+    features = graph.node("Sqrt", {power});
+  if (parts.input->feature == "logspec")  // 10 log10(max(|X|, 1e-30))
+    features = graph.node("Mul", {graph.node("Log", {graph.node("Max", {features, graph.doubles("tiny", {}, {1e-30})})}),
+                                  graph.doubles("decibels", {}, {10.0 / std::log(10.0)})});
+  if (parts.mvn == "global") {
+    const auto vector = [&](const std::string& name, const torch::Tensor& values) {
+      auto doubles = values.to(torch::kFloat64).contiguous();
+      return graph.doubles(name, {doubles.numel()},
+                           std::vector<double>(doubles.data_ptr<double>(),
+                                               doubles.data_ptr<double>() + doubles.numel()));
+    };
+    features = graph.node("Div", {graph.node("Sub", {features, vector("mvn_mean", parts.statistics->mean)}),
+                                  graph.node("Add", {vector("mvn_std", parts.statistics->std),
+                                                     graph.doubles("epsilon", {}, {1e-12})})});
+  } else if (parts.mvn == "local") {
+    auto mean = graph.node("ReduceMean", {features}, {onnx::ints_attribute("axes", {1})});
+    auto centred = graph.node("Sub", {features, mean});
+    auto deviation = graph.node("Sqrt", {graph.node("ReduceMean", {graph.node("Mul", {centred, centred})},
+                                                    {onnx::ints_attribute("axes", {1})})});
+    features = graph.node("Div", {centred, graph.node("Add", {deviation, graph.doubles("epsilon", {}, {1e-12})})});
+  }
+  const ModelGraph& models = separator.loaded_graph(task, rate);
+  const std::string estimates = chain_graph(
+      models, reconstructor, task, graph.node("Cast", {features}, {to(onnx::ElementType::kFloat)}),
+      [&](const ModelGraph::Node& node, const std::string& input) {
+        const Model& model = models.bank().at(node.model);
+        const std::string value = model.onnx(graph, input);
+        if (value.empty()) throw Error(model.describe() + ": " + model.why_not_onnx());
+        return value;
+      });
+  // The rank of the estimates: one forward pass as nabu separate makes it.
+  auto probe = torch::sin(torch::arange(rate / 4, torch::kFloat64) * 0.3) * 3000.0;
+  const int64_t rank = separator.forward_samples(task, probe, rate)
+                           .at(reconstructor.output_names().front())
+                           .dim() + 1;
+  auto masks = reconstructor.onnx_masks(graph, estimates, rank);
+  if (masks.empty()) throw Error("task " + task + ": " + reconstructor.why_not_scripted());
+  masks = graph.node("Cast", {masks}, {to(onnx::ElementType::kDouble)});
+  auto mix = onnx_stft(graph, mixture, onnx_snipped_length(graph, length, parts.mixture_frames),
+                       parts.mixture_frames, 0.0);
+  const auto masked = [&](const std::string& part) {
+    return graph.node("Mul", {graph.node("Unsqueeze", {part, graph.ints({1})}), masks});
+  };
+  auto signals = onnx_inverse_stft(graph, {masked(mix.real), masked(mix.imaginary)},
+                                   parts.mixture_frames);
+  auto total = graph.node("Gather", {graph.node("Shape", {signals}), graph.int_scalar(2)});
+  auto pads = graph.node("Concat", {graph.ints({0, 0, 0, 0, 0}),
+                                    graph.node("Reshape", {graph.node("Sub", {length, total}), graph.ints({1})})},
+                         {onnx::int_attribute("axis", 0)});
+  auto padded = graph.node("Cast", {graph.node("Pad", {signals, pads})}, {to(onnx::ElementType::kFloat)});
+  graph.output(padded, "separated", onnx::ElementType::kFloat,
+               {{0, "batch"}, {separation.num_speakers(), ""}, {0, "samples"}});
+  return graph.serialise("nabu_separator", "nabu");
 }
 
 // The exported module against separate_samples on a probe (two seconds of two gliding tones and
@@ -340,9 +442,10 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
   Separator separator(recipe, expdir, segment, request.early, request.model, c10::kCPU);
   auto separation = separator.task(task);
   const bool waveforms = separation->reconstructor().estimates_signals();
-  if (request.format == "onnx" || waveforms) {
-    const Model& model =
-        separation->waveform_model(request.format == "onnx" ? "ONNX export" : "export");
+  if (request.format == "onnx" && !waveforms) {
+    write_file_atomic(request.out, onnx_mask_model(separator, *separation, task));
+  } else if (waveforms) {
+    const Model& model = separation->waveform_model("export");
     const auto frames = separator.input_sections(task).front()->feature_options()->frames(
         separation->model_sample_rate());
     if (request.format == "onnx") {

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "nabu/core/error.h"
+#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/postprocessing/model_export.h"
 #include "nabu/processing/audio.h"
@@ -60,8 +61,9 @@ std::string convtasnet_recipe() {
 // exported to <expdir>.pt, loaded with torch::jit::load in C++ and with torch.jit.load in Python
 // (tests/export/check_torchscript.py): its output for a test mixture is nabu separate's (one
 // chunk) within 1e-4 of the output's RMS, and a batch of the mixture and half of it gives both.
-void expect_export_separates_as_nabu(const fs::path& dir, const std::string& recipe,
-                                     const std::string& sets, const std::string& expdir) {
+// `recipe` (made small by `sets`) trained two updates on the fixture corpus into `expdir`.
+void train_two_updates(const fs::path& dir, const std::string& recipe, const std::string& sets,
+                       const std::string& expdir) {
   auto data = run_nabu("data --recipe=" + recipe + " --expdir=" + expdir + "_data --threads=1",
                        dir);
   ASSERT_EQ(data.exit_code, 0) << data.output;
@@ -70,6 +72,12 @@ void expect_export_separates_as_nabu(const fs::path& dir, const std::string& rec
                               " 2' " + sets,
                           dir);
   ASSERT_EQ(trained.exit_code, 0) << trained.output;
+}
+
+void expect_export_separates_as_nabu(const fs::path& dir, const std::string& recipe,
+                                     const std::string& sets, const std::string& expdir) {
+  train_two_updates(dir, recipe, sets, expdir);
+  if (::testing::Test::HasFatalFailure()) return;
   const std::string file = expdir + ".pt";
   auto exported = run_nabu("export --expdir=" + expdir + " --out=" + file, dir);
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
@@ -131,6 +139,40 @@ void expect_frame_script_matches(const std::string& body) {
   }
 }
 
+// `expdir` exported to ONNX: onnx.checker accepts the file and onnxruntime separates three test
+// mixtures of different lengths as `nabu separate --chunk-seconds=0` does
+// (tests/export/check_onnx.py, in the test venv).
+void expect_onnx_separates_as_nabu(const fs::path& dir, const std::string& expdir) {
+  const std::string python = NABU_TEST_VENV_PYTHON;
+  ASSERT_TRUE(fs::exists(python)) << python << " is missing: ./run tests makes the test venv";
+  auto exported =
+      run_nabu("export --expdir=" + expdir + " --format=onnx --out=" + expdir + ".onnx", dir);
+  ASSERT_EQ(exported.exit_code, 0) << exported.output;
+  std::string arguments;
+  for (int utterance = 0; utterance < 3; ++utterance) {
+    const std::string name = "tt_" + std::to_string(utterance);
+    const auto wav = dir / ("data/corpus/2speakers/wav8k/min/tt/mix/" + name + ".wav");
+    auto separated = run_nabu("separate --expdir=" + expdir + " --threads=1 --chunk-seconds=0 "
+                              "--out=" + expdir + "_sep '" + wav.string() + "'",
+                              dir);
+    ASSERT_EQ(separated.exit_code, 0) << separated.output;
+    std::vector<torch::Tensor> speakers;
+    for (int s = 1; s <= 2; ++s)
+      speakers.push_back(
+          read_audio((dir / (expdir + "_sep/" + name + "_s" + std::to_string(s) + ".wav")).string())
+              .samples.reshape({-1}) * 32768.0);
+    write_float32(dir / (expdir + name + "_mixture.f32"),
+                  read_audio(wav.string()).samples.reshape({-1}));
+    write_float32(dir / (expdir + name + "_expected.f32"), torch::stack(speakers));
+    arguments += " " + expdir + name + "_mixture.f32 " + expdir + name + "_expected.f32";
+  }
+  auto checked = run_shell(python + " '" + source_dir().string() +
+                               "/tests/export/check_onnx.py' " + expdir + ".onnx 2" + arguments,
+                           dir);
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  std::cout << checked.output;
+}
+
 }  // namespace
 
 TEST(ModelExport, TimeDomainScriptsComputeWhatTheModelsCompute) {
@@ -154,6 +196,57 @@ TEST(ModelExport, TimeDomainScriptsComputeWhatTheModelsCompute) {
     EXPECT_NE(std::string(e.what()).find("runs its own LSTM cells"), std::string::npos)
         << e.what();
   }
+}
+
+// The same networks as ONNX (Model::onnx) in onnxruntime (tests/export/check_onnx_models.py, the
+// test venv): ONNX's LSTM/GRU/RNN with the gate blocks reordered, MatMul and the reshapes.
+TEST(ModelExport, FrameModelsInOnnxRuntimeComputeWhatTheModelsCompute) {
+  const std::string python = NABU_TEST_VENV_PYTHON;
+  ASSERT_TRUE(fs::exists(python)) << python << " is missing: ./run tests makes the test venv";
+  torch::manual_seed(13);
+  TempDir dir;
+  std::string manifest;
+  const std::vector<std::string> bodies = {
+      "architecture = dblstm\nnum_layers = 2\nnum_units = 6\n",
+      "architecture = dlstm\nnum_layers = 2\nnum_units = 5\n",
+      "architecture = dbgru\nnum_layers = 2\nnum_units = 4\n",
+      "architecture = dbrnn\nnum_layers = 1\nnum_units = 4\n",
+      "architecture = linear\noutput_dims = 5 2\nactivation_func = softmax\n",
+      "architecture = linear\noutput_dims = 4\nactivation_func = tanh\nlast_only = True\n"};
+  const auto sizes = [](const torch::Tensor& t) {
+    std::string text;
+    for (int64_t size : t.sizes()) text += (text.empty() ? "" : ",") + std::to_string(size);
+    return text;
+  };
+  for (std::size_t k = 0; k < bodies.size(); ++k) {
+    auto model = make_model_from(bodies[k]);
+    auto input = torch::randn({3, 11, 7});
+    auto expected = model->run({input}, torch::full({3}, 11, torch::kLong), false);
+    onnx::Graph graph;
+    graph.input("x", onnx::ElementType::kFloat, {{0, "batch"}, {0, "frames"}, {7, ""}});
+    const std::string y = model->onnx(graph, "x");
+    ASSERT_FALSE(y.empty()) << bodies[k];
+    std::vector<onnx::Dim> dims;
+    for (int64_t d = 0; d < expected.dim(); ++d) dims.push_back({0, "d" + std::to_string(d)});
+    graph.output(y, "y", onnx::ElementType::kFloat, dims);
+    const std::string name = "m" + std::to_string(k);
+    write_text(dir / (name + ".onnx"), graph.serialise("test", "nabu"));
+    write_float32(dir / (name + "_x.f32"), input);
+    write_float32(dir / (name + "_y.f32"), expected);
+    manifest += name + ".onnx " + name + "_x.f32 " + sizes(input) + " " + name + "_y.f32 " +
+                sizes(expected) + "\n";
+  }
+  write_text(dir / "manifest", manifest);
+  auto checked = run_shell(python + " '" + source_dir().string() +
+                               "/tests/export/check_onnx_models.py' manifest", dir.path());
+  EXPECT_EQ(checked.exit_code, 0) << checked.output;
+  std::cout << checked.output;
+  auto relu = make_model_from("architecture = dbrnn\nnum_layers = 1\nnum_units = 4\n"
+                              "activation_fn = relu\n");
+  relu->run({torch::randn({1, 5, 3})}, torch::full({1}, 5, torch::kLong), false);
+  onnx::Graph graph;
+  EXPECT_TRUE(relu->onnx(graph, "x").empty());
+  EXPECT_NE(relu->why_not_onnx().find("relu RNN"), std::string::npos);
 }
 
 // The mask models' networks: the fused recurrent stacks (both directions, several layers, the
@@ -191,11 +284,11 @@ TEST_F(TrainingRun, ExportedConvTasNetSeparatesAsNabuSeparate) {
   EXPECT_NE(error_line("--expdir=exp_none --out=x.pt").find("holds no trained experiment"),
             std::string::npos);
   EXPECT_NE(error_line("--expdir=exp_ctn").find("--out"), std::string::npos);
-  // A deep clustering experiment: its k-means is not scripted; ONNX takes waveform models.
+  // A deep clustering experiment: its k-means is exported in neither format.
   auto dc = train("exp_dc", "--max-steps=1,1");
   ASSERT_EQ(dc.exit_code, 0) << dc.output;
   EXPECT_NE(error_line("--expdir=exp_dc --out=dc.pt").find("k-means"), std::string::npos);
-  EXPECT_NE(error_line("--expdir=exp_dc --format=onnx --out=x.onnx").find("ONNX export takes"),
+  EXPECT_NE(error_line("--expdir=exp_dc --format=onnx --out=x.onnx").find("k-means"),
             std::string::npos);
   for (const char* name : {"x.onnx", "x.pt", "dc.pt"}) EXPECT_FALSE(fs::exists(dir_ / name));
   for (const auto& entry : fs::directory_iterator(dir_.path()))
@@ -238,36 +331,17 @@ TEST_F(TrainingRun, ExportedOnnxSeparatesAsNabuSeparateInOnnxRuntime) {
   auto global = train_small_causal_conv_tasnet(
       "exp_onnx_gln", 2, "--set model.cfg:main:causal=False --set model.cfg:main:norm=gLN");
   ASSERT_EQ(global.exit_code, 0) << global.output;
-  for (const std::string expdir : {"exp_onnx_causal", "exp_onnx_gln"}) {
-    auto exported = run_nabu("export --expdir=" + expdir + " --format=onnx --out=" + expdir +
-                                 ".onnx",
-                             dir_.path());
-    ASSERT_EQ(exported.exit_code, 0) << exported.output;
-    std::string arguments;
-    for (int utterance = 0; utterance < 3; ++utterance) {
-      const std::string name = "tt_" + std::to_string(utterance);
-      const auto wav = dir_ / ("data/corpus/2speakers/wav8k/min/tt/mix/" + name + ".wav");
-      auto separated = run_nabu("separate --expdir=" + expdir + " --threads=1 --chunk-seconds=0 "
-                                "--out=" + expdir + "_sep '" + wav.string() + "'",
-                                dir_.path());
-      ASSERT_EQ(separated.exit_code, 0) << separated.output;
-      std::vector<torch::Tensor> speakers;
-      for (int s = 1; s <= 2; ++s)
-        speakers.push_back(read_audio((dir_ / (expdir + "_sep/" + name + "_s" +
-                                               std::to_string(s) + ".wav"))
-                                          .string())
-                               .samples.reshape({-1}) * 32768.0);
-      write_float32(dir_ / (expdir + name + "_mixture.f32"),
-                    read_audio(wav.string()).samples.reshape({-1}));
-      write_float32(dir_ / (expdir + name + "_expected.f32"), torch::stack(speakers));
-      arguments += " " + expdir + name + "_mixture.f32 " + expdir + name + "_expected.f32";
-    }
-    auto checked = run_shell(python + " '" + source_dir().string() +
-                                 "/tests/export/check_onnx.py' " + expdir + ".onnx 2" + arguments,
-                             dir_.path());
-    EXPECT_EQ(checked.exit_code, 0) << checked.output;
-    std::cout << checked.output;
-  }
+  for (const std::string expdir : {"exp_onnx_causal", "exp_onnx_gln"})
+    expect_onnx_separates_as_nabu(dir_.path(), expdir);
+}
+
+// The PIT BLSTM (logspec, global MVN, two BLSTM layers, softmax masks) exported to ONNX whole:
+// the STFT as DFT products, the LSTMs as ONNX's LSTM, the masks and the inverse STFT.
+TEST_F(TrainingRun, ExportedMaskModelOnnxSeparatesAsNabuSeparateInOnnxRuntime) {
+  train_two_updates(dir_.path(), (source_dir() / "recipes/SS/DBLSTM/toy_PIT_2spk").string(),
+                    "--set model.cfg:main:num_units=6", "exp_onnx_pit");
+  ASSERT_FALSE(HasFatalFailure());
+  expect_onnx_separates_as_nabu(dir_.path(), "exp_onnx_pit");
 }
 
 }  // namespace nabu::testing

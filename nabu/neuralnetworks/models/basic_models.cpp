@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "nabu/core/error.h"
+#include "nabu/core/onnx.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/models/model.h"
 
@@ -105,6 +106,22 @@ class LinearModel : public Model {
     script += "    y = " + script_activation(options_.activation, "y") + "\n";
     if (options_.last_only) script += "    y = y.select(1, -1).unsqueeze(1)\n";
     return script + "    return y\n";
+  }
+
+  std::string onnx(onnx::Graph& graph, const std::string& input) const override {
+    auto y = graph.node("MatMul", {input, onnx_floats(graph, "weights", affine_.weight)});
+    if (affine_.bias.defined()) y = graph.node("Add", {y, onnx_floats(graph, "biases", affine_.bias)});
+    if (options_.output_dims.size() > 1) {
+      std::vector<int64_t> shape{0, 0};  // [B, T, ...] of the frame models' inputs
+      shape.insert(shape.end(), options_.output_dims.begin(), options_.output_dims.end());
+      y = graph.node("Reshape", {y, graph.ints(shape)});
+    }
+    y = onnx_activation(graph, options_.activation, y);
+    if (options_.last_only)
+      y = graph.node("Unsqueeze", {graph.node("Gather", {y, graph.int_scalar(-1)},
+                                              {onnx::int_attribute("axis", 1)}),
+                                   graph.ints({1})});
+    return y;
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "nabu/core/error.h"
+#include "nabu/core/onnx.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
@@ -92,6 +93,25 @@ std::string script_activation(Activation activation, const std::string& input) {
     case Activation::kSoftmax: return "torch.softmax(" + input + ", -1)";
   }
   return input;
+}
+
+std::string onnx_activation(onnx::Graph& graph, Activation activation, const std::string& input) {
+  switch (activation) {
+    case Activation::kNone: return input;
+    case Activation::kTanh: return graph.node("Tanh", {input});
+    case Activation::kSigmoid: return graph.node("Sigmoid", {input});
+    case Activation::kRelu: return graph.node("Relu", {input});
+    case Activation::kSoftmax: return graph.node("Softmax", {input}, {onnx::int_attribute("axis", -1)});
+  }
+  return input;
+}
+
+std::string onnx_floats(onnx::Graph& graph, const std::string& name, const torch::Tensor& values) {
+  auto floats = values.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  std::vector<int64_t> dims(floats.sizes().begin(), floats.sizes().end());
+  return graph.floats(name, dims,
+                      std::vector<float>(floats.data_ptr<float>(),
+                                         floats.data_ptr<float>() + floats.numel()));
 }
 
 void declare_activation(OptionsReader& r, const std::string& key, Activation& value,

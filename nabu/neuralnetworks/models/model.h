@@ -60,13 +60,15 @@ class Model : public torch::nn::Module {
   virtual std::string why_not_exported() const {
     return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet and dprnn have)";
   }
-  // The same forward pass as ONNX nodes (`nabu export --format=onnx`, core/onnx.h): from the
-  // graph value `waveform` [B, N] to the name of the value [B, S, N] it computes, with this
+  // The same forward pass as ONNX nodes (`nabu export --format=onnx`, core/onnx.h) on one
+  // unpadded batch: from the graph value `input` (float: the waveform [B, N] of the time-domain
+  // models, frames [B, T, D] of the others) to the name of the value it computes, with this
   // model's parameters as initializers. Empty when the architecture has none; why_not_onnx()
   // then says why.
-  virtual std::string onnx(onnx::Graph& graph, const std::string& waveform) const { return ""; }
+  virtual std::string onnx(onnx::Graph& graph, const std::string& input) const { return ""; }
   virtual std::string why_not_onnx() const {
-    return "architecture " + architecture_ + " has no ONNX export (conv_tasnet has)";
+    return "architecture " + architecture_ +
+           " has no ONNX export (conv_tasnet, linear and the fused recurrent stacks have)";
   }
   // A stream over this built model (batch of one, on its device), or nullptr when it cannot be
   // streamed; why_not_streamed() then says why.
@@ -117,6 +119,10 @@ enum class Activation { kNone, kTanh, kSigmoid, kRelu, kSoftmax };
 torch::Tensor apply_activation(Activation activation, const torch::Tensor& input);
 // The same as a TorchScript expression of the expression `input` (Model::torchscript).
 std::string script_activation(Activation activation, const std::string& input);
+// The same as an ONNX node on the value `input` (Model::onnx); `input` itself for kNone.
+std::string onnx_activation(onnx::Graph& graph, Activation activation, const std::string& input);
+// A tensor as a float initializer of `graph` named `name` (made unique); returns its name.
+std::string onnx_floats(onnx::Graph& graph, const std::string& name, const torch::Tensor& values);
 
 // Reads an activation key: `allowed` lists the names this model accepts (e.g. {"tanh",
 // "sigmoid", "relu"}); a value outside it is a ConfigError naming file:line and key.

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
+#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/fused_lstm.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
@@ -277,6 +278,19 @@ class RecurrentStackModel : public Model {
     return output;
   }
 
+  // Fused layer l's parameters with their names, in LibTorch's order (w_ih, w_hh, b_ih, b_hh of
+  // each direction, as all_weights()).
+  std::vector<std::pair<std::string, torch::Tensor>> fused_parameters(std::size_t l) const {
+    const torch::nn::Module& layer =
+        spec_.kind == CellKind::kLstm  ? static_cast<const torch::nn::Module&>(*lstm_layers_[l])
+        : spec_.kind == CellKind::kGru ? static_cast<const torch::nn::Module&>(*gru_layers_[l])
+                                       : static_cast<const torch::nn::Module&>(*rnn_layers_[l]);
+    std::vector<std::pair<std::string, torch::Tensor>> parameters;
+    for (const auto& item : layer.named_parameters(/*recurse=*/false))
+      parameters.emplace_back(item.key(), item.value());
+    return parameters;
+  }
+
   // The fused stack on one unpadded batch: LibTorch's lstm/gru/rnn kernels over both directions
   // with the layers' own parameters (the fused CPU LSTM computes the same gates, fused_lstm.h).
   std::string torchscript() const override {
@@ -287,13 +301,9 @@ class RecurrentStackModel : public Model {
         std::string(", True, 1, 0.0, False, ") + (spec_.bidirectional ? "True" : "False") + ", True)";
     for (std::size_t l = 0; l < spec_.units.size(); ++l) {
       std::string weights;
-      const torch::nn::Module& layer =
-          spec_.kind == CellKind::kLstm  ? static_cast<const torch::nn::Module&>(*lstm_layers_[l])
-          : spec_.kind == CellKind::kGru ? static_cast<const torch::nn::Module&>(*gru_layers_[l])
-                                         : static_cast<const torch::nn::Module&>(*rnn_layers_[l]);
-      for (const auto& item : layer.named_parameters(/*recurse=*/false))
+      for (const auto& [name, value] : fused_parameters(l))
         weights += std::string(weights.empty() ? "" : ", ") + "self.layer" + std::to_string(l) +
-                   "_" + item.key();
+                   "_" + name;
       script += "    h0 = torch.zeros([" + directions + ", y.size(0), " +
                 std::to_string(spec_.units[l]) + "], dtype=y.dtype)\n";
       switch (spec_.kind) {
@@ -311,6 +321,51 @@ class RecurrentStackModel : public Model {
       }
     }
     return script + "    return y\n";
+  }
+  // ONNX's LSTM/GRU/RNN operators, time-major between the layers: PyTorch's gate blocks put in
+  // ONNX's order (LSTM i f g o -> i o f c; GRU r z n -> z r h, with linear_before_reset).
+  std::string onnx(onnx::Graph& graph, const std::string& input) const override {
+    if (!spec_.fused() || (spec_.kind == CellKind::kRnn && spec_.rnn_activation != Activation::kTanh))
+      return "";
+    const std::vector<int64_t> order = spec_.kind == CellKind::kLstm  ? std::vector<int64_t>{0, 3, 1, 2}
+                                       : spec_.kind == CellKind::kGru ? std::vector<int64_t>{1, 0, 2}
+                                                                      : std::vector<int64_t>{0};
+    const char* op = spec_.kind == CellKind::kLstm ? "LSTM" : spec_.kind == CellKind::kGru ? "GRU" : "RNN";
+    auto gates = [&](const torch::Tensor& w) {
+      auto blocks = w.chunk(static_cast<int64_t>(order.size()), 0);
+      std::vector<torch::Tensor> ordered;
+      for (int64_t k : order) ordered.push_back(blocks[static_cast<std::size_t>(k)]);
+      return torch::cat(ordered, 0);
+    };
+    const int64_t directions = spec_.bidirectional ? 2 : 1;
+    auto y = graph.node("Transpose", {input}, {onnx::ints_attribute("perm", {1, 0, 2})});
+    for (std::size_t l = 0; l < spec_.units.size(); ++l) {
+      const auto weights = fused_parameters(l);
+      std::vector<torch::Tensor> w, r, b;
+      for (std::size_t d = 0; d < static_cast<std::size_t>(directions); ++d) {
+        w.push_back(gates(weights[4 * d].second));
+        r.push_back(gates(weights[4 * d + 1].second));
+        b.push_back(torch::cat({gates(weights[4 * d + 2].second), gates(weights[4 * d + 3].second)}));
+      }
+      std::vector<onnx::Attribute> attributes{
+          onnx::int_attribute("hidden_size", spec_.units[l]),
+          onnx::string_attribute("direction", spec_.bidirectional ? "bidirectional" : "forward")};
+      if (spec_.kind == CellKind::kGru) attributes.push_back(onnx::int_attribute("linear_before_reset", 1));
+      const std::string prefix = "layer" + std::to_string(l) + "_";
+      auto out = graph.node(op, {y, onnx_floats(graph, prefix + "W", torch::stack(w)),
+                                 onnx_floats(graph, prefix + "R", torch::stack(r)),
+                                 onnx_floats(graph, prefix + "B", torch::stack(b))},
+                            attributes);
+      // Y [T, D, B, H] -> [T, B, D * H]: the directions side by side, as LibTorch's output.
+      y = graph.node("Reshape", {graph.node("Transpose", {out}, {onnx::ints_attribute("perm", {0, 2, 1, 3})}),
+                                 graph.ints({0, 0, -1})});
+    }
+    return graph.node("Transpose", {y}, {onnx::ints_attribute("perm", {1, 0, 2})});
+  }
+  std::string why_not_onnx() const override {
+    return "architecture " + architecture() +
+           " runs its own LSTM cells or a relu RNN, which have no ONNX export; plain dblstm, "
+           "dlstm, dbgru and dbrnn (tanh) have";
   }
   std::string why_not_exported() const override {
     return "architecture " + architecture() +

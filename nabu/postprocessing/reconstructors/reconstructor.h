@@ -21,6 +21,10 @@
 
 namespace nabu {
 
+namespace onnx {
+class Graph;
+}
+
 // Keys every mask reconstructor accepts (the original's Reconstructor/MaskReconstructor).
 struct ReconstructorOptions {
   std::string reconstruct_type;
@@ -62,6 +66,13 @@ class Reconstructor {
   // output_names()[0], held in `estimates` [B, T, ...], to `masks` [B, S, T, F] float. Empty when
   // the type cannot be scripted; why_not_scripted() then says why.
   virtual std::string torchscript_masks() const { return ""; }
+  // The same as ONNX nodes (`nabu export --format=onnx`): from the value `estimates` (float, of
+  // `rank` axes with the batch) to masks [B, S, T, F] float. Empty when the type cannot be; then
+  // why_not_scripted() says why.
+  virtual std::string onnx_masks(onnx::Graph& graph, const std::string& estimates,
+                                 int64_t rank) const {
+    return "";
+  }
   virtual std::string why_not_scripted() const {
     return "reconstruct_type " + type_ +
            " has no TorchScript export (stackedmasks and the waveform models' types have)";

@@ -1,6 +1,7 @@
 // stackedmasks (PIT models): the model estimates one mask per speaker directly
 // (docs/postprocessing.md).
 #include "nabu/core/error.h"
+#include "nabu/core/onnx.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 
 namespace nabu {
@@ -71,6 +72,18 @@ class StackedmasksReconstructor : public Reconstructor {
     if (activation_ == "softmax") script += "    masks = masks.softmax(1)\n";
     if (activation_ == "sigmoid") script += "    masks = masks.sigmoid()\n";
     return script;
+  }
+
+  std::string onnx_masks(onnx::Graph& graph, const std::string& estimates,
+                         int64_t rank) const override {
+    std::string masks =
+        rank == 3 ? graph.node("Transpose",
+                               {graph.node("Reshape", {estimates, graph.ints({0, 0, num_speakers(), -1})})},
+                               {onnx::ints_attribute("perm", {0, 2, 1, 3})})
+                  : graph.node("Transpose", {estimates}, {onnx::ints_attribute("perm", {0, 3, 1, 2})});
+    if (activation_ == "softmax") return graph.node("Softmax", {masks}, {onnx::int_attribute("axis", 1)});
+    if (activation_ == "sigmoid") return graph.node("Sigmoid", {masks});
+    return masks;
   }
 
  private:
