@@ -173,4 +173,26 @@ std::string Graph::serialise(const std::string& graph_name, const std::string& p
   return model;
 }
 
+// Every frame of `frames` [..., T, L] (L = pieces steps; `rank` axes) added in at its step:
+// [..., (T - 1) step + L]. Piece r (one step long) of every frame laid end to end, shifted by r
+// steps, summed over r: only Slice, Reshape, Pad and Add, which onnxruntime runs in double.
+std::string overlap_add(Graph& graph, const std::string& frames, int64_t rank, int64_t step,
+                        int64_t pieces) {
+  auto leading = graph.node("Slice", {graph.node("Shape", {frames}), graph.ints({0}),
+                                      graph.ints({rank - 2})});
+  auto flat_shape = graph.node("Concat", {leading, graph.ints({-1})}, {int_attribute("axis", 0)});
+  std::string total;
+  for (int64_t r = 0; r < pieces; ++r) {
+    auto piece = graph.node("Slice", {frames, graph.ints({r * step}), graph.ints({(r + 1) * step}),
+                                      graph.ints({rank - 1})});
+    std::vector<int64_t> pads(static_cast<std::size_t>(2 * (rank - 1)), 0);
+    pads[static_cast<std::size_t>(rank - 2)] = r * step;
+    pads.back() = (pieces - 1 - r) * step;
+    auto shifted =
+        graph.node("Pad", {graph.node("Reshape", {piece, flat_shape}), graph.ints(pads)});
+    total = r == 0 ? shifted : graph.node("Add", {total, shifted});
+  }
+  return total;
+}
+
 }  // namespace nabu::onnx

@@ -66,4 +66,9 @@ class Graph {
   int64_t counter_ = 0;
 };
 
+// Every frame of `frames` [..., T, L] (`rank` axes; L = `pieces` steps) added in at its step:
+// [..., (T - 1) step + L], the overlap-add of framed signals (torch's fold with one row).
+std::string overlap_add(Graph& graph, const std::string& frames, int64_t rank, int64_t step,
+                        int64_t pieces);
+
 }  // namespace nabu::onnx

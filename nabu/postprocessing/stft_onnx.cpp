@@ -22,28 +22,6 @@ double angle(int64_t k, int64_t n, int nfft) {
   return 2.0 * M_PI * static_cast<double>((k * n) % nfft) / nfft;
 }
 
-// Every frame of `frames` [..., T, L] (L = pieces steps; `rank` axes) added in at its step:
-// [..., (T - 1) step + L]. Piece r (one step long) of every frame laid end to end, shifted by r
-// steps, summed over r: only Slice, Reshape, Pad and Add, which onnxruntime runs in double.
-std::string overlap_add(onnx::Graph& graph, const std::string& frames, int64_t rank, int64_t step,
-                        int64_t pieces) {
-  auto leading = graph.node("Slice", {graph.node("Shape", {frames}), graph.ints({0}),
-                                      graph.ints({rank - 2})});
-  auto flat_shape = graph.node("Concat", {leading, graph.ints({-1})}, {int_attribute("axis", 0)});
-  std::string total;
-  for (int64_t r = 0; r < pieces; ++r) {
-    auto piece = graph.node("Slice", {frames, graph.ints({r * step}), graph.ints({(r + 1) * step}),
-                                      graph.ints({rank - 1})});
-    std::vector<int64_t> pads(static_cast<std::size_t>(2 * (rank - 1)), 0);
-    pads[static_cast<std::size_t>(rank - 2)] = r * step;
-    pads.back() = (pieces - 1 - r) * step;
-    auto shifted =
-        graph.node("Pad", {graph.node("Reshape", {piece, flat_shape}), graph.ints(pads)});
-    total = r == 0 ? shifted : graph.node("Add", {total, shifted});
-  }
-  return total;
-}
-
 }  // namespace
 
 std::string onnx_snipped_length(onnx::Graph& graph, const std::string& length,
@@ -142,7 +120,7 @@ std::string onnx_inverse_stft(onnx::Graph& graph, const OnnxSpectrum& spectrum,
       "Add", {graph.node("MatMul", {spectrum.real, graph.doubles("idft_real", {bins, length}, real)}),
               graph.node("MatMul", {spectrum.imaginary,
                                     graph.doubles("idft_imaginary", {bins, length}, imaginary)})});
-  auto signal = overlap_add(graph, pieces, 4, step, length / step);  // [B, S, total]
+  auto signal = onnx::overlap_add(graph, pieces, 4, step, length / step);  // [B, S, total]
   // The sum of the squared windows over the same frames, floored at kEdgeFloor of its largest.
   std::vector<double> squares(static_cast<std::size_t>(length));
   for (int64_t n = 0; n < length; ++n) squares[static_cast<std::size_t>(n)] = w[n] * w[n];
@@ -150,7 +128,7 @@ std::string onnx_inverse_stft(onnx::Graph& graph, const OnnxSpectrum& spectrum,
   auto repeated = graph.node(
       "Expand", {graph.doubles("window_squares", {1, length}, squares),
                  graph.node("Concat", {frames, graph.ints({length})}, {int_attribute("axis", 0)})});
-  auto power = overlap_add(graph, repeated, 2, step, length / step);
+  auto power = onnx::overlap_add(graph, repeated, 2, step, length / step);
   auto floor = graph.node(
       "Max", {graph.node("Mul", {graph.node("ReduceMax", {power}, {int_attribute("keepdims", 0)}),
                                  graph.doubles("edge_floor", {}, {kEdgeFloor})}),

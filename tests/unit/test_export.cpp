@@ -304,7 +304,8 @@ TEST_F(TrainingRun, ExportedMaskModelSeparatesAsNabuSeparate) {
       "--set model.cfg:main:num_units=6", "exp_pit");
 }
 
-// The toy DPRNN, exported (chunks of 50 frames: the test mixture's edges are partial chunks).
+// The toy DPRNN, exported to TorchScript and ONNX (chunks of 50 frames: the test mixture's edges
+// are partial chunks).
 TEST_F(TrainingRun, ExportedDprnnSeparatesAsNabuSeparate) {
   expect_export_separates_as_nabu(
       dir_.path(),
@@ -312,11 +313,8 @@ TEST_F(TrainingRun, ExportedDprnnSeparatesAsNabuSeparate) {
       "--set model.cfg:main:encoder_filters=8 --set model.cfg:main:bottleneck_channels=6"
       " --set model.cfg:main:hidden_units=5 --set model.cfg:main:num_blocks=2",
       "exp_dprnn");
-  auto onnx = run_nabu("export --expdir=exp_dprnn --format=onnx --out=d.onnx", dir_.path());
-  EXPECT_EQ(onnx.exit_code, 1);
-  EXPECT_NE(onnx.output.find("architecture dprnn has no ONNX export"), std::string::npos)
-      << onnx.output;
-  EXPECT_FALSE(fs::exists(dir_ / "d.onnx"));
+  // And in ONNX: chunks gathered, LSTMs to each chunk's length, chunks overlap-added.
+  expect_onnx_separates_as_nabu(dir_.path(), "exp_dprnn");
 }
 
 // The toy Conv-TasNet (gLN) and its causal variant (cLN) exported to ONNX: onnx.checker accepts

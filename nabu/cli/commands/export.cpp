@@ -22,7 +22,7 @@ int cmd_export(const std::vector<std::string>& args) {
       ("allow-early-testing", po::bool_switch(&request.early),
        "export the latest validated checkpoint of a training that has not finished")
       ("format", po::value(&request.format)->default_value("torchscript"),
-       "torchscript, or onnx (opset 17; conv_tasnet, mask models: input `waveform` [batch, samples],\n"
+       "torchscript, or onnx (opset 17, the same models: input `waveform` [batch, samples],\n"
        "output `separated` [batch, speakers, samples], for onnxruntime)")
       ("out", po::value(&out), "the file to write, e.g. separator.pt (written atomically)");
   if (!parse_command_line(
@@ -34,7 +34,7 @@ int cmd_export(const std::vector<std::string>& args) {
           "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet,\n"
           "dprnn) and the mask models (stackedmasks: STFT, features, mean/variance, network,\n"
           "masks, inverse STFT); others are refused in one line. --format=onnx writes the same\n"
-          "computation as an ONNX model (conv_tasnet and the mask models).\n\n"
+          "computation as an ONNX model for onnxruntime.\n\n"
           "Example: nabu export --expdir=exp/convtasnet --out=separator.pt\n"
           "         nabu export --expdir=exp/convtasnet --format=onnx --out=separator.onnx",
           args, description))

@@ -1,5 +1,6 @@
 // dprnn (Luo, Chen & Yoshioka 2020, docs/models.md): the shared codec (waveform_mask_model.h)
 // with dual-path BLSTM blocks over overlapping chunks estimating the masks.
+#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/models/waveform_mask_model.h"
 
@@ -192,7 +193,137 @@ class DprnnModel : public WaveformMaskModel {
     return script + script_decode();
   }
 
+  // The same in ONNX nodes: the chunks gathered by index, every path's BLSTM as ONNX's LSTM run
+  // to each sequence's length (sequence_lens), the norms over the valid positions, the chunks
+  // overlap-added back by halves.
+  std::string onnx(onnx::Graph& graph, const std::string& waveform) const override {
+    const auto& o = options_;
+    const int64_t chunk = o.chunk_size, hop = o.chunk_size / 2, channels = o.bottleneck_channels;
+    auto encoded = onnx_encode(graph, waveform);
+    auto shape = graph.node("Shape", {encoded.features});
+    auto batch = graph.node("Slice", {shape, graph.ints({0}), graph.ints({1})});
+    auto frames = graph.node("Gather", {shape, graph.int_scalar(2)});
+    auto chunks = graph.node(
+        "Add", {graph.node("Div", {graph.node("Add", {frames, graph.int_scalar(hop - 1)}),
+                                   graph.int_scalar(hop)}),
+                graph.int_scalar(1)});
+    auto after = graph.node(
+        "Sub", {graph.node("Mul", {graph.node("Add", {chunks, graph.int_scalar(1)}), graph.int_scalar(hop)}),
+                graph.node("Add", {frames, graph.int_scalar(hop)})});
+    auto padded = graph.node(
+        "Pad", {encoded.features,
+                graph.node("Concat", {graph.ints({0, 0, hop, 0, 0}), graph.node("Reshape", {after, graph.ints({1})})},
+                           {onnx::int_attribute("axis", 0)})});
+    std::vector<int64_t> offsets(static_cast<std::size_t>(chunk));
+    for (int64_t k = 0; k < chunk; ++k) offsets[static_cast<std::size_t>(k)] = k;
+    auto position = graph.node(
+        "Add", {graph.node("Unsqueeze", {graph.node("Mul", {graph.node("Range", {graph.int_scalar(0), chunks, graph.int_scalar(1)}),
+                                                           graph.int_scalar(hop)}),
+                                         graph.ints({1})}),
+                graph.int64s("offsets", {1, chunk}, offsets)});  // [chunks, chunk]
+    auto u = graph.node("Gather", {padded, position}, {onnx::int_attribute("axis", 2)});
+    const auto to = [](onnx::ElementType type) {
+      return onnx::int_attribute("to", static_cast<int64_t>(type));
+    };
+    auto valid = graph.node(
+        "Cast", {graph.node("Less", {position, graph.node("Add", {frames, graph.int_scalar(hop)})})},
+        {to(onnx::ElementType::kFloat)});
+    auto valid_mask = graph.node("Reshape", {valid, graph.ints({1, 1, -1})});
+    // Each sequence's length, for every utterance of the batch (ONNX wants int32).
+    const auto lengths = [&](int64_t axis) {
+      return graph.node("Tile", {graph.node("Cast", {graph.node("ReduceSum", {valid, graph.ints({axis})}, {onnx::int_attribute("keepdims", 0)})},
+                                            {onnx::int_attribute("to", 6)}),
+                                 batch});
+    };
+    auto intra_lengths = lengths(1), inter_lengths = lengths(0);
+    auto u_shape = graph.node("Shape", {u});
+    for (std::size_t b = 0; b < intra_.size(); ++b) {
+      const std::string block = "block" + std::to_string(b);
+      auto sequences = graph.node("Reshape", {graph.node("Transpose", {u}, {onnx::ints_attribute("perm", {0, 2, 3, 1})}),
+                                              graph.ints({-1, chunk, channels})});
+      auto out = onnx_path(graph, intra_[b], block + "_intra_", sequences, intra_lengths);
+      out = graph.node("Transpose", {graph.node("Reshape", {out, graph.node("Concat", {batch, graph.ints({-1, chunk, channels})}, {onnx::int_attribute("axis", 0)})})},
+                       {onnx::ints_attribute("perm", {0, 3, 1, 2})});
+      u = graph.node("Add", {u, onnx_normalised(graph, out, u_shape, valid_mask, block + "_intra_")});
+      sequences = graph.node("Transpose", {u}, {onnx::ints_attribute("perm", {0, 3, 2, 1})});
+      sequences = graph.node("Reshape", {sequences, graph.node("Concat", {graph.ints({-1}), graph.node("Unsqueeze", {chunks, graph.ints({0})}), graph.ints({channels})}, {onnx::int_attribute("axis", 0)})});
+      out = onnx_path(graph, inter_[b], block + "_inter_", sequences, inter_lengths);
+      out = graph.node("Transpose", {graph.node("Reshape", {out, graph.node("Concat", {batch, graph.ints({chunk, -1, channels})}, {onnx::int_attribute("axis", 0)})})},
+                       {onnx::ints_attribute("perm", {0, 3, 2, 1})});
+      u = graph.node("Add", {u, onnx_normalised(graph, out, u_shape, valid_mask, block + "_inter_")});
+    }
+    auto flat = graph.node("PRelu", {graph.node("Reshape", {u, graph.ints({0, channels, -1})}),
+                                     onnx_parameter(graph, "output_prelu.weight")});
+    auto per_speaker = graph.node(
+        "Reshape", {graph.node("Conv", {flat, onnx_parameter(graph, "speakers.weight"), onnx_parameter(graph, "speakers.bias")}),
+                    graph.node("Concat", {graph.ints({-1, channels}), graph.node("Unsqueeze", {chunks, graph.ints({0})}), graph.ints({chunk})},
+                               {onnx::int_attribute("axis", 0)})});
+    auto summed = onnx::overlap_add(graph, per_speaker, 4, hop, 2);
+    summed = graph.node("Slice", {summed, graph.ints({hop}),
+                                  graph.node("Reshape", {graph.node("Add", {frames, graph.int_scalar(hop)}), graph.ints({1})}),
+                                  graph.ints({2})});
+    const auto conv = [&](const std::string& x, const std::string& name, bool bias) {
+      std::vector<std::string> inputs{x, onnx_parameter(graph, name + ".weight")};
+      if (bias) inputs.push_back(onnx_parameter(graph, name + ".bias"));
+      return graph.node("Conv", inputs);
+    };
+    auto gated = graph.node("Mul", {graph.node("Tanh", {conv(summed, "gate_tanh", true)}),
+                                    graph.node("Sigmoid", {conv(summed, "gate_sigmoid", true)})});
+    auto logits = graph.node(
+        "Reshape", {conv(gated, "mask", false),
+                    graph.node("Concat", {batch, graph.ints({o.num_speakers * o.encoder_filters, -1})},
+                               {onnx::int_attribute("axis", 0)})});
+    return onnx_decode(graph, logits, encoded, waveform);
+  }
+
  private:
+  // [N, T, C] -> [N, T, C]: the path's BLSTM to each sequence's length (zero past it), linear.
+  std::string onnx_path(onnx::Graph& graph, const DualPathLayer& layer, const std::string& prefix,
+                        const std::string& sequences, const std::string& lengths) const {
+    std::vector<torch::Tensor> parameters;
+    for (const auto& item : layer.lstm->named_parameters(/*recurse=*/false))
+      parameters.push_back(item.value());
+    auto time_major = graph.node("Transpose", {sequences}, {onnx::ints_attribute("perm", {1, 0, 2})});
+    auto hidden = onnx_recurrent_layer(graph, "LSTM", time_major, parameters, options_.hidden_units,
+                                       true, prefix + "lstm_", lengths);
+    hidden = graph.node("Transpose", {hidden}, {onnx::ints_attribute("perm", {1, 0, 2})});
+    // Zero past each length, whatever the runtime leaves there.
+    auto steps = graph.node("Range", {graph.int_scalar(0), graph.node("Gather", {graph.node("Shape", {hidden}), graph.int_scalar(1)}), graph.int_scalar(1)});
+    auto real = graph.node("Cast", {graph.node("Less", {graph.node("Unsqueeze", {steps, graph.ints({0})}),
+                                                       graph.node("Unsqueeze", {graph.node("Cast", {lengths}, {onnx::int_attribute("to", 7)}), graph.ints({1})})})},
+                           {onnx::int_attribute("to", 1)});
+    hidden = graph.node("Mul", {hidden, graph.node("Unsqueeze", {real, graph.ints({2})})});
+    return graph.node("Add", {graph.node("MatMul", {hidden, onnx_floats(graph, prefix + "projection_weight", layer.projection->weight.t())}),
+                              onnx_floats(graph, prefix + "projection_bias", layer.projection->bias)});
+  }
+
+  // out [B, C, chunks, chunk] normalised over the valid positions (mask [1, 1, chunks chunk]).
+  std::string onnx_normalised(onnx::Graph& graph, const std::string& out, const std::string& shape,
+                              const std::string& mask, const std::string& prefix) const {
+    auto x = graph.node("Mul", {graph.node("Reshape", {out, graph.ints({0, 0, -1})}), mask});
+    std::string mean, variance;
+    if (options_.norm == Norm::kGlobal) {
+      auto count = graph.node(
+          "Max", {graph.node("Mul", {graph.node("ReduceSum", {mask, graph.ints({1, 2})}),
+                                     graph.scalar(static_cast<float>(options_.bottleneck_channels))}),
+                  graph.scalar(1.0F)});
+      mean = graph.node("Div", {graph.node("ReduceSum", {graph.node("Mul", {x, mask}), graph.ints({1, 2})}), count});
+      auto centred = graph.node("Sub", {x, mean});
+      variance = graph.node("Div", {graph.node("ReduceSum", {graph.node("Mul", {graph.node("Mul", {centred, centred}), mask}),
+                                                graph.ints({1, 2})}),
+                                    count});
+    } else {
+      mean = graph.node("ReduceMean", {x}, {onnx::ints_attribute("axes", {1})});
+      auto centred = graph.node("Sub", {x, mean});
+      variance = graph.node("ReduceMean", {graph.node("Mul", {centred, centred})}, {onnx::ints_attribute("axes", {1})});
+    }
+    auto scale = graph.node("Reciprocal", {graph.node("Sqrt", {graph.node("Add", {variance, graph.scalar(1e-8F)})})});
+    auto normalised = graph.node(
+        "Add", {graph.node("Mul", {graph.node("Mul", {graph.node("Sub", {x, mean}), scale}), onnx_parameter(graph, prefix + "norm.gain")}),
+                onnx_parameter(graph, prefix + "norm.bias")});
+    return graph.node("Reshape", {graph.node("Mul", {normalised, mask}), shape});
+  }
+
   // TorchScript of a dual path: a BLSTM run to each sequence's length (the backward direction on
   // the sequences reversed within their lengths, as recurrent::bidirectional_lstm), zero past it,
   // then the projection; the norm of its output over the valid frames.

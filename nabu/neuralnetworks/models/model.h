@@ -58,7 +58,8 @@ class Model : public torch::nn::Module {
   // when the architecture cannot be exported; why_not_exported() then says why.
   virtual std::string torchscript() const { return ""; }
   virtual std::string why_not_exported() const {
-    return "architecture " + architecture_ + " has no TorchScript export (conv_tasnet and dprnn have)";
+    return "architecture " + architecture_ +
+           " has no TorchScript export (conv_tasnet, dprnn, linear and the fused recurrent stacks have)";
   }
   // The same forward pass as ONNX nodes (`nabu export --format=onnx`, core/onnx.h) on one
   // unpadded batch: from the graph value `input` (float: the waveform [B, N] of the time-domain
@@ -68,7 +69,7 @@ class Model : public torch::nn::Module {
   virtual std::string onnx(onnx::Graph& graph, const std::string& input) const { return ""; }
   virtual std::string why_not_onnx() const {
     return "architecture " + architecture_ +
-           " has no ONNX export (conv_tasnet, linear and the fused recurrent stacks have)";
+           " has no ONNX export (conv_tasnet, dprnn, linear and the fused recurrent stacks have)";
   }
   // A stream over this built model (batch of one, on its device), or nullptr when it cannot be
   // streamed; why_not_streamed() then says why.
@@ -121,6 +122,15 @@ torch::Tensor apply_activation(Activation activation, const torch::Tensor& input
 std::string script_activation(Activation activation, const std::string& input);
 // The same as an ONNX node on the value `input` (Model::onnx); `input` itself for kNone.
 std::string onnx_activation(onnx::Graph& graph, Activation activation, const std::string& input);
+// One fused recurrent layer as ONNX's `op` (LSTM, GRU, RNN) on the time-major value `x` [T, N, I]:
+// LibTorch's parameters (w_ih, w_hh, b_ih, b_hh of each direction) as W, R, B with the gate
+// blocks in ONNX's order (LSTM i f g o -> i o f c; GRU r z n -> z r h, linear_before_reset).
+// `lengths` (int32 [N], optional) ends each sequence; its backward direction starts there.
+// Returns [T, N, directions * hidden], the directions side by side as LibTorch gives them.
+std::string onnx_recurrent_layer(onnx::Graph& graph, const std::string& op, const std::string& x,
+                                 const std::vector<torch::Tensor>& parameters, int64_t hidden,
+                                 bool bidirectional, const std::string& prefix,
+                                 const std::string& lengths = "");
 // A tensor as a float initializer of `graph` named `name` (made unique); returns its name.
 std::string onnx_floats(onnx::Graph& graph, const std::string& name, const torch::Tensor& values);
 

@@ -322,43 +322,17 @@ class RecurrentStackModel : public Model {
     }
     return script + "    return y\n";
   }
-  // ONNX's LSTM/GRU/RNN operators, time-major between the layers: PyTorch's gate blocks put in
-  // ONNX's order (LSTM i f g o -> i o f c; GRU r z n -> z r h, with linear_before_reset).
+  // ONNX's LSTM/GRU/RNN operators (onnx_recurrent_layer), time-major between the layers.
   std::string onnx(onnx::Graph& graph, const std::string& input) const override {
     if (!spec_.fused() || (spec_.kind == CellKind::kRnn && spec_.rnn_activation != Activation::kTanh))
       return "";
-    const std::vector<int64_t> order = spec_.kind == CellKind::kLstm  ? std::vector<int64_t>{0, 3, 1, 2}
-                                       : spec_.kind == CellKind::kGru ? std::vector<int64_t>{1, 0, 2}
-                                                                      : std::vector<int64_t>{0};
     const char* op = spec_.kind == CellKind::kLstm ? "LSTM" : spec_.kind == CellKind::kGru ? "GRU" : "RNN";
-    auto gates = [&](const torch::Tensor& w) {
-      auto blocks = w.chunk(static_cast<int64_t>(order.size()), 0);
-      std::vector<torch::Tensor> ordered;
-      for (int64_t k : order) ordered.push_back(blocks[static_cast<std::size_t>(k)]);
-      return torch::cat(ordered, 0);
-    };
-    const int64_t directions = spec_.bidirectional ? 2 : 1;
     auto y = graph.node("Transpose", {input}, {onnx::ints_attribute("perm", {1, 0, 2})});
     for (std::size_t l = 0; l < spec_.units.size(); ++l) {
-      const auto weights = fused_parameters(l);
-      std::vector<torch::Tensor> w, r, b;
-      for (std::size_t d = 0; d < static_cast<std::size_t>(directions); ++d) {
-        w.push_back(gates(weights[4 * d].second));
-        r.push_back(gates(weights[4 * d + 1].second));
-        b.push_back(torch::cat({gates(weights[4 * d + 2].second), gates(weights[4 * d + 3].second)}));
-      }
-      std::vector<onnx::Attribute> attributes{
-          onnx::int_attribute("hidden_size", spec_.units[l]),
-          onnx::string_attribute("direction", spec_.bidirectional ? "bidirectional" : "forward")};
-      if (spec_.kind == CellKind::kGru) attributes.push_back(onnx::int_attribute("linear_before_reset", 1));
-      const std::string prefix = "layer" + std::to_string(l) + "_";
-      auto out = graph.node(op, {y, onnx_floats(graph, prefix + "W", torch::stack(w)),
-                                 onnx_floats(graph, prefix + "R", torch::stack(r)),
-                                 onnx_floats(graph, prefix + "B", torch::stack(b))},
-                            attributes);
-      // Y [T, D, B, H] -> [T, B, D * H]: the directions side by side, as LibTorch's output.
-      y = graph.node("Reshape", {graph.node("Transpose", {out}, {onnx::ints_attribute("perm", {0, 2, 1, 3})}),
-                                 graph.ints({0, 0, -1})});
+      std::vector<torch::Tensor> parameters;
+      for (const auto& [name, value] : fused_parameters(l)) parameters.push_back(value);
+      y = onnx_recurrent_layer(graph, op, y, parameters, spec_.units[l], spec_.bidirectional,
+                               "layer" + std::to_string(l) + "_");
     }
     return graph.node("Transpose", {y}, {onnx::ints_attribute("perm", {1, 0, 2})});
   }
