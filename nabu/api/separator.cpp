@@ -41,18 +41,19 @@ Signals api_signals(const torch::Tensor& separated) {  // [S, m] float
 
 struct Separator::Impl {
   SeparatorOptions options;
-  int rate = 0, speakers = 0;
-  int64_t frame_length = 1;
   // An experiment:
   std::unique_ptr<Recipe> recipe;
   std::unique_ptr<nabu::Separator> separator;
   std::unique_ptr<TaskSeparation> task;
   // An exported file:
   std::unique_ptr<ExportedSeparator> exported;
+  // Either one's chunk separation, rate, speakers and frame, the chunk options checked.
+  ChunkModel model;
 
-  ChunkedSeparation::ChunkSeparator chunk_separator() {
-    if (task) return chunk_model(*task, rate).separate;
-    return exported->chunk_model().separate;
+  void set_model(ChunkModel chosen) {
+    model = std::move(chosen);
+    check_chunk_options({options.chunk_seconds, options.overlap_seconds}, model.frame_length,
+                        model.sample_rate);
   }
 };
 
@@ -82,11 +83,7 @@ Separator Separator::from_experiment(const std::string& expdir, const SeparatorO
       *impl->recipe, expdir, test_cfg.section("evaluator").get_string("segment_length", "full"),
       /*early=*/false, options.model);
   impl->task = impl->separator->task(task);
-  impl->rate = impl->task->model_sample_rate();
-  impl->speakers = impl->task->num_speakers();
-  impl->frame_length = impl->task->frame_length(impl->rate);
-  check_chunk_options({options.chunk_seconds, options.overlap_seconds}, impl->frame_length,
-                      impl->rate);
+  impl->set_model(chunk_model(*impl->task, impl->task->model_sample_rate()));
   return Separator(std::move(impl));
 }
 
@@ -95,20 +92,17 @@ Separator Separator::from_exported(const std::string& file, const SeparatorOptio
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->exported = std::make_unique<ExportedSeparator>(file);
-  impl->rate = impl->exported->sample_rate();
-  impl->speakers = impl->exported->speakers();
-  impl->frame_length = impl->exported->frame_length();
-  check_chunk_options({options.chunk_seconds, options.overlap_seconds}, impl->frame_length,
-                      impl->rate);
+  impl->set_model(impl->exported->chunk_model());
   return Separator(std::move(impl));
 }
 
-int Separator::sample_rate() const { return impl_->rate; }
-int Separator::speakers() const { return impl_->speakers; }
+int Separator::sample_rate() const { return impl_->model.sample_rate; }
+int Separator::speakers() const { return impl_->model.speakers; }
 
 Signals Separator::separate(const std::vector<float>& samples, int rate) {
   if (rate <= 0) throw Error("separate: the sample rate must be > 0, not " + std::to_string(rate));
-  if (static_cast<double>(samples.size()) * impl_->rate / rate < impl_->frame_length)
+  const ChunkModel& model = impl_->model;
+  if (static_cast<double>(samples.size()) * model.sample_rate / rate < model.frame_length)
     throw DataError("separate: " + std::to_string(samples.size()) +
                     " samples are shorter than one analysis frame");
   std::vector<double> input;
@@ -121,11 +115,9 @@ Signals Separator::separate(const std::vector<float>& samples, int rate) {
     peak = std::max(peak, std::fabs(input.back()));
   }
   if (peak == 0) throw DataError("separate: the signal is silent (every sample is zero)");
-  Resampler to_model(rate, impl_->rate);
-  std::vector<std::vector<double>> at_model(static_cast<std::size_t>(impl_->speakers));
-  ChunkedSeparation chunked(impl_->chunk_separator(), impl_->speakers, impl_->frame_length,
-                            impl_->rate,
-                            {impl_->options.chunk_seconds, impl_->options.overlap_seconds},
+  Resampler to_model(rate, model.sample_rate);
+  std::vector<std::vector<double>> at_model(static_cast<std::size_t>(model.speakers));
+  ChunkedSeparation chunked(model, {impl_->options.chunk_seconds, impl_->options.overlap_seconds},
                             [&](int s, const std::vector<double>& part) {
                               at_model[s].insert(at_model[s].end(), part.begin(), part.end());
                             });
@@ -133,7 +125,7 @@ Signals Separator::separate(const std::vector<float>& samples, int rate) {
   chunked.finish();
   Signals separated(at_model.size());
   for (std::size_t s = 0; s < at_model.size(); ++s) {
-    Resampler back(impl_->rate, rate);
+    Resampler back(model.sample_rate, rate);
     auto out = whole_resampled(back, at_model[s]);
     out.resize(samples.size(), 0.0);  // exactly the input's length
     separated[s].reserve(out.size());

@@ -16,14 +16,9 @@
 
 namespace nabu {
 
-ChunkedSeparation::ChunkedSeparation(TaskSeparation& task, int sample_rate, ChunkOptions options,
-                                     Sink sink)
-    : ChunkedSeparation(
-          [&task, sample_rate](const torch::Tensor& samples) {
-            return task.separate_samples(samples, sample_rate);
-          },
-          task.num_speakers(), task.frame_length(sample_rate), sample_rate, options,
-          std::move(sink)) {}
+ChunkedSeparation::ChunkedSeparation(const ChunkModel& model, ChunkOptions options, Sink sink)
+    : ChunkedSeparation(model.separate, model.speakers, model.frame_length, model.sample_rate,
+                        options, std::move(sink)) {}
 
 ChunkedSeparation::ChunkedSeparation(ChunkSeparator separate, int speakers, int64_t frame_length,
                                      int sample_rate, ChunkOptions options, Sink sink)
@@ -188,7 +183,7 @@ void ChunkedSeparation::emit(int speaker, const double* data, int64_t count) {
 torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samples,
                                  int sample_rate, const ChunkOptions& options) {
   std::vector<std::vector<double>> outputs(static_cast<std::size_t>(task.num_speakers()));
-  ChunkedSeparation chunked(task, sample_rate, options,
+  ChunkedSeparation chunked(chunk_model(task, sample_rate), options,
                             [&](int s, const std::vector<double>& part) {
                               outputs[s].insert(outputs[s].end(), part.begin(), part.end());
                             });
@@ -305,10 +300,9 @@ FileSeparationReport separate_file(const ChunkModel& model, const std::filesyste
   // At the input's rate the outputs have exactly the input's length.
   SpeakerOutputs outputs(report, out_dir, name, model.speakers, model_rate,
                          options.keep_model_rate ? -1 : reader.frames());
-  ChunkedSeparation chunked(model.separate, model.speakers, model.frame_length, model_rate,
-                            options.chunks, [&](int s, const std::vector<double>& samples) {
-                              outputs.add(s, samples);
-                            });
+  ChunkedSeparation chunked(model, options.chunks, [&](int s, const std::vector<double>& samples) {
+    outputs.add(s, samples);
+  });
   Resampler to_model(reader.sample_rate(), model_rate);
   auto last_report = started;
   const int64_t block = reader.sample_rate();  // one second per read

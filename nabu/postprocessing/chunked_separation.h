@@ -26,19 +26,29 @@ struct ChunkOptions {
 // a chunk.
 void check_chunk_options(const ChunkOptions& options, int64_t frame_length, int sample_rate);
 
+// What chunked separation needs of a model: the separation of one chunk ([N] double, int16
+// scale, at the model's rate, into [speakers, N'] with N' <= N) and its sizes (a trained
+// experiment's task, or an exported file: exported_separator.h).
+struct ChunkModel {
+  std::function<torch::Tensor(const torch::Tensor& samples)> separate;
+  int speakers = 0;
+  int sample_rate = 0;       // the model's
+  int64_t frame_length = 1;  // samples of one analysis frame at sample_rate
+};
+// A task's: chunks separated at `sample_rate` (the rate of its training data).
+ChunkModel chunk_model(TaskSeparation& task, int sample_rate);
+
 class ChunkedSeparation {
  public:
   // Receives finished samples of one speaker, in order, at the model's rate (int16 scale).
   using Sink = std::function<void(int speaker, const std::vector<double>& samples)>;
-  // Separates one chunk ([N] double) into [speakers, N'] with N' <= N.
-  using ChunkSeparator = std::function<torch::Tensor(const torch::Tensor& samples)>;
+  using ChunkSeparator = decltype(ChunkModel::separate);
 
   // Throws Error for chunk settings that cannot work (overlap of less than two frames, more
   // than half a chunk).
   ChunkedSeparation(ChunkSeparator separate, int speakers, int64_t frame_length, int sample_rate,
                     ChunkOptions options, Sink sink);
-  // Chunks separated by `task` at `sample_rate`.
-  ChunkedSeparation(TaskSeparation& task, int sample_rate, ChunkOptions options, Sink sink);
+  ChunkedSeparation(const ChunkModel& model, ChunkOptions options, Sink sink);
   // Appends samples (int16 scale, the model's rate); separates every chunk that is complete.
   void push(const std::vector<double>& samples);
   // Separates what is left and emits everything: in total exactly as many samples per speaker
@@ -65,17 +75,6 @@ class ChunkedSeparation {
   int64_t emitted_ = 0;  // per speaker
   bool finished_ = false;
 };
-
-// What chunked separation needs of a model: the separation of one chunk and its sizes (a
-// trained experiment's task, or an exported file: exported_separator.h).
-struct ChunkModel {
-  ChunkedSeparation::ChunkSeparator separate;
-  int speakers = 0;
-  int sample_rate = 0;       // the model's
-  int64_t frame_length = 1;  // samples of one analysis frame at sample_rate
-};
-// A task's: chunks separated at `sample_rate` (the rate of its training data).
-ChunkModel chunk_model(TaskSeparation& task, int sample_rate);
 
 // A whole signal ([N] double, int16 scale, at the model's rate) separated in chunks: [S, N].
 torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samples,

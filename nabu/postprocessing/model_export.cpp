@@ -441,27 +441,26 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
       test_cfg.section("evaluator").get_string("segment_length", "full");
   Separator separator(recipe, expdir, segment, request.early, request.model, c10::kCPU);
   auto separation = separator.task(task);
-  const bool waveforms = separation->reconstructor().estimates_signals();
-  if (request.format == "onnx" && !waveforms) {
-    write_file_atomic(request.out, onnx_mask_model(separator, *separation, task));
-  } else if (waveforms) {
-    const Model& model = separation->waveform_model("export");
-    const auto frames = separator.input_sections(task).front()->feature_options()->frames(
-        separation->model_sample_rate());
-    if (request.format == "onnx") {
-      write_file_atomic(request.out, onnx_model(model, *separation, frames));
-    } else {
-      auto unit = std::make_shared<torch::jit::CompilationUnit>();
-      auto top = separator_module(unit, *separation);
-      top.register_module("model", script_model_in(model, unit));
-      top.define(separator_source(frames));
-      check_against_separation(top, *separation);
-      save_module(top, request.out);
-    }
+  // A time-domain model: the one model on the waveform and its analysis frames (checked first).
+  const Model* waveform = separation->reconstructor().estimates_signals()
+                              ? &separation->waveform_model("export")
+                              : nullptr;
+  const FrameSettings frames =
+      waveform ? separator.input_sections(task).front()->feature_options()->frames(
+                     separation->model_sample_rate())
+               : FrameSettings{};
+  if (request.format == "onnx") {
+    write_file_atomic(request.out, waveform ? onnx_model(*waveform, *separation, frames)
+                                            : onnx_mask_model(separator, *separation, task));
   } else {
     auto unit = std::make_shared<torch::jit::CompilationUnit>();
     auto top = separator_module(unit, *separation);
-    define_mask_separator(top, unit, separator, *separation, task);
+    if (waveform) {
+      top.register_module("model", script_model_in(*waveform, unit));
+      top.define(separator_source(frames));
+    } else {
+      define_mask_separator(top, unit, separator, *separation, task);
+    }
     check_against_separation(top, *separation);
     save_module(top, request.out);
   }

@@ -126,12 +126,16 @@ void add_device_option(po::options_description& description, std::string& device
   description.add_options()("device", value, help.c_str());
 }
 
-Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,
-                           const std::string& command) {
-  require(common.expdir, "expdir", command);
+void check_recording_files(const RecordingOptions& options, const std::string& command) {
   if (options.recordings.empty())
     throw Error("no audio file given (see nabu " + command + " --help)");
   if (options.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
+}
+
+Recipe load_trained_recipe(const CommonOptions& common, const RecordingOptions& options,
+                           const std::string& command) {
+  require(common.expdir, "expdir", command);
+  check_recording_files(options, command);
   return load_experiment_recipe(common, options.task, command);
 }
 

@@ -63,6 +63,8 @@ struct RecordingOptions {
 void add_recording_options(po::options_description& description,
                            po::positional_options_description& positional, CommonOptions& common,
                            RecordingOptions& options, const std::string& task_help);
+// Throws naming what is wrong when no recording is given or --channel is negative.
+void check_recording_files(const RecordingOptions& options, const std::string& command);
 // Checks --expdir, the recordings and --channel, applies the common options, loads the
 // experiment's recipe copy (or --recipe's) and checks --task against it. Throws naming what is
 // wrong.

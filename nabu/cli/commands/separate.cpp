@@ -126,8 +126,7 @@ int separate_with_exported(const CommonOptions& common, const RecordingOptions& 
     throw Error("--task, --allow-early-testing and --model-rate take an experiment (--expdir), not " + flag);
   if (recordings.device != "auto" && recordings.device != "cpu")
     throw Error("--device=" + recordings.device + ": " + flag + " computes on the CPU");
-  if (recordings.recordings.empty()) throw Error("no audio file given (see nabu separate --help)");
-  if (recordings.channel < 0) throw Error("--channel must be 0 (mix down) or a channel number");
+  check_recording_files(recordings, "separate");
   apply_common_options(common);
   const bool is_path = name.find('/') != std::string::npos ||
                        std::filesystem::path(name).extension() == ".pt";
