@@ -63,11 +63,12 @@ std::string convtasnet_recipe() {
 // exported to <expdir>.pt, loaded with torch::jit::load in C++ and with torch.jit.load in Python
 // (tests/export/check_torchscript.py): its output for a test mixture is nabu separate's (one
 // chunk) within 1e-4 of the output's RMS, and a batch of the mixture and half of it gives both.
-// `recipe` (made small by `sets`) trained two updates on the fixture corpus into `expdir`.
+// `recipe` (made small by `sets`, which its data preparation also gets) trained two updates on
+// the fixture corpus into `expdir`.
 void train_two_updates(const fs::path& dir, const std::string& recipe, const std::string& sets,
                        const std::string& expdir) {
-  auto data = run_nabu("data --recipe=" + recipe + " --expdir=" + expdir + "_data --threads=1",
-                       dir);
+  auto data = run_nabu(
+      "data --recipe=" + recipe + " --expdir=" + expdir + "_data --threads=1 " + sets, dir);
   ASSERT_EQ(data.exit_code, 0) << data.output;
   auto trained = run_nabu("train --recipe=" + recipe + " --expdir=" + expdir +
                               " --threads=1 --max-steps=2,1 --set 'trainer.cfg:trainer:batch_size=4"
@@ -300,6 +301,25 @@ TEST_F(TrainingRun, ExportedDprnnSeparatesAsNabuSeparate) {
       "exp_dprnn");
   // And in ONNX: chunks gathered, LSTMs to each chunk's length, chunks overlap-added.
   expect_onnx_separates_as_nabu(dir_.path(), "exp_dprnn");
+}
+
+// The toy TF-GridNet exported to TorchScript (STFT, unfolded BLSTMs, attention, inverse STFT);
+// ONNX is refused in one line.
+TEST_F(TrainingRun, ExportedTfGridNetSeparatesAsNabuSeparate) {
+  expect_export_separates_as_nabu(
+      dir_.path(), (source_dir() / "recipes/SS/TFGridNet/toy_TFGridNet_2spk").string(),
+      "--set trainer.cfg:trainer:dynamic_mixing=False --set trainer.cfg:trainer:dynamic_mixing_sources="
+      " --set trainer.cfg:trainer:dynamic_mixing_utt2spk= --set trainer.cfg:trainer:dynamic_mixing_shares="
+      " --set model.cfg:main:embedding_channels=4"
+      " --set model.cfg:main:hidden_units=5 --set model.cfg:main:attention_heads=2"
+      " --set 'test_evaluator.cfg:evaluator:tasks=task_2spk task_2spk_real'",
+      "exp_tf_gridnet");
+  ASSERT_FALSE(HasFatalFailure());
+  auto onnx =
+      run_nabu("export --expdir=exp_tf_gridnet --format=onnx --out=tf_gridnet.onnx", dir_.path());
+  EXPECT_NE(onnx.exit_code, 0);
+  EXPECT_NE(onnx.output.find("tf_gridnet has no ONNX export"), std::string::npos) << onnx.output;
+  EXPECT_FALSE(fs::exists(dir_.path() / "tf_gridnet.onnx"));
 }
 
 // The toy Conv-TasNet (gLN) and its causal variant (cLN) exported to ONNX: onnx.checker accepts

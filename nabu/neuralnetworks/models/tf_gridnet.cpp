@@ -1,0 +1,467 @@
+// tf_gridnet (Wang et al. 2023, docs/models.md): the mixture's STFT (real and imaginary parts as
+// two channels) through a 3x3 convolution to D channels per time-frequency bin, GridNet blocks
+// (tf_gridnet.h), a 3x3 transposed convolution to the real and imaginary parts of each speaker's
+// spectrum, and the inverse STFT by weighted overlap-add: waveform [B, N, 1] -> [B, N, S], like
+// the time-domain models, so that pit_sisnr trains it, `reconstruct_type = waveform` writes its
+// outputs and `nabu separate` runs it.
+#include "nabu/neuralnetworks/models/tf_gridnet.h"
+
+#include <cmath>
+#include <limits>
+
+#include "nabu/core/error.h"
+#include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/recurrent.h"
+#include "nabu/neuralnetworks/models/waveform_mask_model.h"
+#include "nabu/neuralnetworks/tensor_map.h"
+
+namespace nabu {
+namespace tf_gridnet {
+
+namespace F = torch::nn::functional;
+
+torch::Tensor channel_norm(const torch::Tensor& x, const torch::Tensor& gain,
+                           const torch::Tensor& bias, double epsilon) {
+  auto mean = x.mean(1, /*keepdim=*/true);
+  auto variance = (x - mean).pow(2).mean(1, /*keepdim=*/true);
+  return (x - mean) * torch::rsqrt(variance + epsilon) * gain + bias;
+}
+
+namespace {
+
+// Uniform in ±1/sqrt(fan_in), LibTorch's default for convolutions and linear layers.
+torch::Tensor uniform_init(std::vector<int64_t> shape, int64_t fan_in) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  return torch::empty(shape).uniform_(-bound, bound);
+}
+
+}  // namespace
+
+GridNetBlockImpl::GridNetBlockImpl(const BlockSizes& sizes) : sizes_(sizes) {
+  intra_ = make_path("intra_");
+  inter_ = make_path("inter_");
+  const int64_t per_head_value = sizes_.channels / sizes_.heads;
+  query_ = make_projection("query", sizes_.heads, sizes_.qk_channels);
+  key_ = make_projection("key", sizes_.heads, sizes_.qk_channels);
+  value_ = make_projection("value", sizes_.heads, per_head_value);
+  output_ = make_projection("output", 1, sizes_.channels);
+}
+
+GridPath GridNetBlockImpl::make_path(const std::string& prefix) {
+  const auto& s = sizes_;
+  GridPath path;
+  path.norm_gain = register_parameter(prefix + "norm_gain", torch::ones({1, s.channels, 1, 1}));
+  path.norm_bias = register_parameter(prefix + "norm_bias", torch::zeros({1, s.channels, 1, 1}));
+  path.lstm = register_module(
+      prefix + "lstm", torch::nn::LSTM(torch::nn::LSTMOptions(s.channels * s.kernel, s.hidden)
+                                           .batch_first(true)
+                                           .bidirectional(true)));
+  path.projection = register_module(
+      prefix + "projection",
+      torch::nn::ConvTranspose1d(
+          torch::nn::ConvTranspose1dOptions(2 * s.hidden, s.channels, s.kernel).stride(s.stride)));
+  return path;
+}
+
+GridNetBlockImpl::HeadProjection GridNetBlockImpl::make_projection(const std::string& name,
+                                                                   int64_t heads,
+                                                                   int64_t per_head) {
+  const int64_t channels = sizes_.channels, out = heads * per_head;
+  HeadProjection p;
+  p.weight = register_parameter(name + "_weight", uniform_init({out, channels}, channels));
+  p.bias = register_parameter(name + "_bias", uniform_init({out}, channels));
+  p.slope = register_parameter(name + "_slope", torch::full({heads}, 0.25));
+  p.gain = register_parameter(name + "_norm_gain", torch::ones({heads, per_head, sizes_.bins}));
+  p.norm_bias =
+      register_parameter(name + "_norm_bias", torch::zeros({heads, per_head, sizes_.bins}));
+  return p;
+}
+
+int64_t GridNetBlockImpl::padded_steps(int64_t steps) const {
+  const int64_t kernel = sizes_.kernel, stride = sizes_.stride;
+  if (steps <= kernel) return kernel;
+  return (steps - kernel + stride - 1) / stride * stride + kernel;
+}
+
+int64_t GridNetBlockImpl::positions(int64_t steps) const {
+  return (padded_steps(steps) - sizes_.kernel) / sizes_.stride + 1;
+}
+
+torch::Tensor GridNetBlockImpl::project(const HeadProjection& p, const torch::Tensor& x) const {
+  const int64_t batch = x.size(0), frames = x.size(2), bins = x.size(3);
+  const int64_t heads = p.slope.size(0), per_head = p.gain.size(1);
+  auto y = torch::matmul(p.weight, x.reshape({batch, x.size(1), frames * bins})) +
+           p.bias.view({1, -1, 1});
+  y = y.view({batch, heads, per_head, frames, bins});
+  y = torch::where(y >= 0, y, y * p.slope.view({1, heads, 1, 1, 1}));
+  // Statistics over the channels and bins of each frame of each head.
+  auto mean = y.mean({2, 4}, /*keepdim=*/true);
+  auto variance = (y - mean).pow(2).mean({2, 4}, /*keepdim=*/true);
+  return (y - mean) * torch::rsqrt(variance + sizes_.epsilon) *
+             p.gain.view({1, heads, per_head, 1, bins}) +
+         p.norm_bias.view({1, heads, per_head, 1, bins});
+}
+
+torch::Tensor GridNetBlockImpl::run_path(GridPath& path, const torch::Tensor& sequences,
+                                         const torch::Tensor& positions, bool training) {
+  const int64_t count = sequences.size(0), channels = sequences.size(1);
+  const int64_t steps = sequences.size(2), padded = padded_steps(steps);
+  auto unfolded = F::pad(sequences, F::PadFuncOptions({0, padded - steps}))
+                      .unfold(2, sizes_.kernel, sizes_.stride)  // [N, D, P, I]
+                      .permute({0, 2, 1, 3});
+  const int64_t count_positions = unfolded.size(1);
+  auto inputs = unfolded.reshape({count, count_positions, channels * sizes_.kernel});
+  auto lengths = positions.defined()
+                     ? positions
+                     : torch::full({count}, count_positions, torch::TensorOptions(torch::kLong));
+  auto hidden = recurrent::bidirectional_lstm(*path.lstm, inputs, lengths, training);
+  return path.projection->forward(hidden.transpose(1, 2).to(sequences.scalar_type()))
+      .narrow(2, 0, steps);
+}
+
+torch::Tensor GridNetBlockImpl::attention(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  const int64_t batch = x.size(0), channels = x.size(1), frames = x.size(2), bins = x.size(3);
+  const int64_t heads = sizes_.heads;
+  // [B, L, C, T, Q] -> [B, L, T, C Q]: each frame of each head one vector.
+  const auto per_frame = [&](const torch::Tensor& y) {
+    return y.permute({0, 1, 3, 2, 4}).reshape({batch, heads, frames, -1});
+  };
+  auto queries = per_frame(project(query_, x));
+  auto keys = per_frame(project(key_, x));
+  auto values = per_frame(project(value_, x));
+  auto scores = torch::matmul(queries, keys.transpose(2, 3)) /
+                std::sqrt(static_cast<double>(queries.size(3)));  // [B, L, T, T]
+  if (key_mask.defined())
+    scores = scores.masked_fill(key_mask.eq(0), -std::numeric_limits<float>::infinity());
+  auto mixed = torch::matmul(torch::softmax(scores, 3), values);  // [B, L, T, D/L Q]
+  auto merged = mixed.view({batch, heads, frames, channels / heads, bins})
+                    .permute({0, 1, 3, 2, 4})
+                    .reshape({batch, channels, frames, bins});
+  return project(output_, merged).squeeze(1);
+}
+
+torch::Tensor GridNetBlockImpl::forward(const torch::Tensor& input,
+                                        const torch::Tensor& frame_lengths, bool training) {
+  const int64_t batch = input.size(0), channels = input.size(1);
+  const int64_t frames = input.size(2), bins = input.size(3);
+  auto lengths = frame_lengths.to(torch::kLong).cpu();
+  torch::Tensor mask, key_mask;  // undefined when every utterance fills the batch
+  if (lengths.lt(frames).any().item<bool>()) {
+    auto real = frame_mask(lengths, frames, input.scalar_type()).to(input.device());  // [B, T]
+    mask = real.view({batch, 1, frames, 1});
+    key_mask = real.view({batch, 1, 1, frames});
+  }
+  const auto masked = [&](const torch::Tensor& y) { return mask.defined() ? y * mask : y; };
+
+  // Sub-band: each frame's bins as a sequence.
+  auto y = masked(channel_norm(input, intra_.norm_gain, intra_.norm_bias, sizes_.epsilon));
+  auto out = run_path(intra_, y.permute({0, 2, 1, 3}).reshape({batch * frames, channels, bins}),
+                      torch::Tensor(), training);
+  auto x = input + masked(out.view({batch, frames, channels, bins}).permute({0, 2, 1, 3}));
+
+  // Temporal: each bin's frames as a sequence, to each utterance's own positions.
+  y = masked(channel_norm(x, inter_.norm_gain, inter_.norm_bias, sizes_.epsilon));
+  auto positions = torch::empty({batch}, torch::kLong);
+  for (int64_t b = 0; b < batch; ++b) positions[b] = this->positions(lengths[b].item<int64_t>());
+  out = run_path(inter_, y.permute({0, 3, 1, 2}).reshape({batch * bins, channels, frames}),
+                 positions.repeat_interleave(bins), training);
+  x = x + masked(out.view({batch, bins, channels, frames}).permute({0, 2, 3, 1}));
+
+  // Full-band: frames against frames.
+  return x + masked(attention(x, key_mask));
+}
+
+}  // namespace tf_gridnet
+
+namespace {
+
+namespace F = torch::nn::functional;
+using tf_gridnet::BlockSizes;
+using tf_gridnet::GridNetBlock;
+
+enum class StftWindow { kHann, kSqrtHann };
+
+struct TfGridNetOptions {
+  std::string architecture;
+  bool trainable = true;
+  int num_speakers = 2;
+  int window_length = 256;
+  int window_shift = 64;
+  StftWindow window = StftWindow::kSqrtHann;
+  int embedding_channels = 128;
+  int unfold_kernel = 4;
+  int unfold_stride = 1;
+  int hidden_units = 192;
+  int attention_heads = 4;
+  int attention_qk_dim = 512;
+  int num_blocks = 6;
+
+  void declare(OptionsReader& r) {
+    declare_common(r, architecture, trainable);
+    r("num_speakers", num_speakers, "number of separated waveforms (S)");
+    r("window_length", window_length,
+      "STFT window and FFT size in samples (256 = 32 ms at 8 kHz; F = window_length/2 + 1 bins)");
+    r("window_shift", window_shift, "STFT hop in samples (64 = 8 ms at 8 kHz)");
+    r.choice("window", window, {{"sqrt_hann", StftWindow::kSqrtHann}, {"hann", StftWindow::kHann}},
+             "STFT analysis and synthesis window (periodic)");
+    r("embedding_channels", embedding_channels, "channels D of every time-frequency bin");
+    r("unfold_kernel", unfold_kernel, "neighbouring bins or frames I in one BLSTM input");
+    r("unfold_stride", unfold_stride, "step J between unfolded positions");
+    r("hidden_units", hidden_units, "units H of each direction of every BLSTM");
+    r("attention_heads", attention_heads, "self-attention heads L (embedding_channels must be a "
+                                          "multiple)");
+    r("attention_qk_dim", attention_qk_dim,
+      "query/key size per frame and head; E = ceil(attention_qk_dim / F) channels per bin");
+    r("num_blocks", num_blocks, "GridNet blocks B");
+    r.require(num_speakers >= 1, "num_speakers", "must be >= 1");
+    r.require(window_length >= 2 && window_length % 2 == 0, "window_length",
+              "must be even and >= 2");
+    r.require(window_shift >= 1 && window_shift <= window_length / 2, "window_shift",
+              "must be between 1 and window_length/2 (the inverse STFT needs the frames to "
+              "overlap)");
+    r.require(embedding_channels >= 1, "embedding_channels", "must be >= 1");
+    r.require(unfold_kernel >= 1, "unfold_kernel", "must be >= 1");
+    r.require(unfold_stride >= 1 && unfold_stride <= unfold_kernel, "unfold_stride",
+              "must be between 1 and unfold_kernel");
+    r.require(hidden_units >= 1, "hidden_units", "must be >= 1");
+    r.require(attention_heads >= 1 && embedding_channels % attention_heads == 0,
+              "attention_heads", "must be >= 1 and divide embedding_channels");
+    r.require(attention_qk_dim >= 1, "attention_qk_dim", "must be >= 1");
+    r.require(num_blocks >= 1, "num_blocks", "must be >= 1");
+  }
+
+  int64_t bins() const { return window_length / 2 + 1; }
+  BlockSizes block_sizes() const {
+    BlockSizes s;
+    s.channels = embedding_channels;
+    s.kernel = unfold_kernel;
+    s.stride = unfold_stride;
+    s.hidden = hidden_units;
+    s.heads = attention_heads;
+    s.bins = bins();
+    s.qk_channels = (attention_qk_dim + s.bins - 1) / s.bins;
+    return s;
+  }
+};
+
+class TfGridNetModel : public Model {
+ public:
+  TfGridNetModel(const std::string& name, const std::string& where, TfGridNetOptions options)
+      : Model(name, "tf_gridnet", options.trainable, where), options_(std::move(options)) {}
+
+  std::string torchscript() const override;
+  std::string why_not_onnx() const override {
+    return "architecture tf_gridnet has no ONNX export yet (nabu separate runs it)";
+  }
+
+ protected:
+  void build(const std::vector<torch::Tensor>& inputs) override {
+    expect_inputs(inputs, 1, 1);
+    waveform::waveform_input(*this, inputs[0]);
+    const auto& o = options_;
+    const int64_t channels = o.embedding_channels;
+    input_conv_ = register_module(
+        "input_conv", torch::nn::Conv2d(torch::nn::Conv2dOptions(2, channels, 3).padding(1)));
+    input_gain_ = register_parameter("input_norm_gain", torch::ones({1, channels, 1, 1}));
+    input_bias_ = register_parameter("input_norm_bias", torch::zeros({1, channels, 1, 1}));
+    for (int b = 0; b < o.num_blocks; ++b)
+      blocks_.push_back(
+          register_module("block" + std::to_string(b), GridNetBlock(o.block_sizes())));
+    output_conv_ = register_module(
+        "output_conv",
+        torch::nn::ConvTranspose2d(
+            torch::nn::ConvTranspose2dOptions(channels, 2 * int64_t{o.num_speakers}, 3).padding(1)));
+    auto periodic = torch::hann_window(o.window_length, torch::TensorOptions(torch::kDouble));
+    window_ = register_buffer(
+        "window", (o.window == StftWindow::kSqrtHann ? periodic.sqrt() : periodic).to(torch::kFloat));
+    to(inputs[0].device());
+  }
+
+  torch::Tensor forward_impl(const std::vector<torch::Tensor>& inputs,
+                             const torch::Tensor& seq_lengths, bool training) override {
+    expect_inputs(inputs, 1, 1);
+    const auto& o = options_;
+    // The FFTs want float, whatever autocast gives.
+    auto signal = waveform::waveform_input(*this, inputs[0]).to(torch::kFloat);
+    const int64_t batch = signal.size(0), samples = signal.size(1);
+    const int64_t length = o.window_length, shift = o.window_shift, pad = length - shift;
+    auto sample_lengths = seq_lengths.to(torch::kLong).cpu();
+    // Frames whose start (in the signal padded by window_length - window_shift in front) is at or
+    // before the last sample: every sample lies under window_length / window_shift frames.
+    auto frame_lengths = ((sample_lengths - 1).clamp_min(0) + pad).div(shift, "floor") + 1;
+    const int64_t frames = ((std::max<int64_t>(samples, 1) - 1) + pad) / shift + 1;
+    const int64_t total = (frames - 1) * shift + length;
+    torch::Tensor sample_mask, mask;
+    if (sample_lengths.lt(samples).any().item<bool>()) {
+      sample_mask = frame_mask(sample_lengths, samples).to(signal.device());
+      signal = signal * sample_mask;
+      mask = frame_mask(frame_lengths, frames).to(signal.device()).view({batch, 1, frames, 1});
+    }
+    const auto masked = [&](const torch::Tensor& y) { return mask.defined() ? y * mask : y; };
+    // Each utterance scaled by its own standard deviation (over its real samples), as the paper.
+    auto counts = sample_lengths.clamp_min(1).to(signal.options()).view({batch, 1});
+    auto mean = signal.sum(1, /*keepdim=*/true) / counts;
+    auto centred = signal - mean;
+    if (sample_mask.defined()) centred = centred * sample_mask;
+    auto scale = (centred.pow(2).sum(1, /*keepdim=*/true) / counts).sqrt().clamp_min(1e-8);
+    auto padded = F::pad(signal / scale, F::PadFuncOptions({pad, total - samples - pad}));
+    auto spectrum = torch::fft::rfft(padded.unfold(1, length, shift) * window_, length, -1);
+    auto x = masked(torch::stack({torch::real(spectrum), torch::imag(spectrum)}, 1));
+    x = masked(tf_gridnet::channel_norm(input_conv_->forward(x), input_gain_, input_bias_, 1e-5));
+    for (auto& block : blocks_) x = block->forward(x, frame_lengths, training);
+    auto parts = masked(output_conv_->forward(x)).to(torch::kFloat).view(
+        {batch, o.num_speakers, 2, frames, o.window_length / 2 + 1});
+    auto speakers = torch::complex(parts.select(2, 0), parts.select(2, 1));
+    auto time_frames = torch::fft::irfft(speakers, length, -1) * window_;  // [B, S, T, L]
+    const auto overlap_add = [&](const torch::Tensor& columns, int64_t count) {
+      return F::fold(columns, F::FoldFuncOptions({1, total}, {1, length}).stride({1, shift}))
+          .reshape({count, -1, total});
+    };
+    auto signals = overlap_add(
+        time_frames.reshape({batch * o.num_speakers, frames, length}).transpose(1, 2),
+        batch);  // [B, S, total]
+    auto real_frames = mask.defined() ? mask.view({batch, 1, frames})
+                                      : torch::ones({batch, 1, frames}, signals.options());
+    auto window_power = overlap_add(window_.square().view({1, length, 1}) * real_frames, batch);
+    signals = signals / window_power.clamp_min(1e-8);
+    auto out = (signals.narrow(2, pad, samples) * scale.view({batch, 1, 1})).transpose(1, 2);
+    return sample_mask.defined() ? out * sample_mask.unsqueeze(2) : out;
+  }
+
+ private:
+  TfGridNetOptions options_;
+  torch::nn::Conv2d input_conv_{nullptr};
+  torch::Tensor input_gain_, input_bias_, window_;
+  std::vector<GridNetBlock> blocks_;
+  torch::nn::ConvTranspose2d output_conv_{nullptr};
+};
+
+// The forward pass of one unpadded batch [B, N] as TorchScript source (Model::torchscript): with
+// no padding every frame is real and every BLSTM runs over the whole sequence, so no mask is
+// needed. The window is the periodic Hann window build() takes from torch::hann_window, in double.
+std::string TfGridNetModel::torchscript() const {
+  const auto& o = options_;
+  const auto sizes = o.block_sizes();
+  const std::string length = std::to_string(o.window_length);
+  const std::string shift = std::to_string(o.window_shift);
+  const std::string pad = std::to_string(o.window_length - o.window_shift);
+  const std::string kernel = std::to_string(sizes.kernel), stride = std::to_string(sizes.stride);
+  const std::string channels = std::to_string(sizes.channels);
+  const std::string speakers = std::to_string(o.num_speakers), bins = std::to_string(sizes.bins);
+  std::string script =
+      "def _norm_channels(self, x: Tensor, gain: Tensor, bias: Tensor) -> Tensor:\n"
+      "    mean = x.mean(1, keepdim=True)\n"
+      "    variance = (x - mean).pow(2).mean(1, keepdim=True)\n"
+      "    return (x - mean) * torch.rsqrt(variance + 1e-05) * gain + bias\n\n"
+      "def _path(self, y: Tensor, weights: List[Tensor], weight: Tensor, bias: Tensor) -> Tensor:\n"
+      "    steps = y.size(2)\n"
+      "    padded = " + kernel + " if steps <= " + kernel + " else (steps - " + kernel + " + " +
+      stride + " - 1) // " + stride + " * " + stride + " + " + kernel + "\n"
+      "    u = torch.constant_pad_nd(y, [0, padded - steps], 0.0).unfold(2, " + kernel + ", " +
+      stride + ").permute([0, 2, 1, 3])\n"
+      "    u = u.reshape([u.size(0), u.size(1), " + std::to_string(sizes.channels * sizes.kernel) +
+      "])\n"
+      "    h0 = torch.zeros([2, u.size(0), " + std::to_string(sizes.hidden) +
+      "], dtype=u.dtype)\n"
+      "    hidden = torch.lstm(u, [h0, h0], weights, True, 1, 0.0, False, True, True)[0]\n"
+      "    return torch.conv_transpose1d(hidden.transpose(1, 2), weight, bias, [" + stride +
+      "]).narrow(2, 0, steps)\n\n"
+      "def _project(self, x: Tensor, p: List[Tensor]) -> Tensor:\n"
+      "    batch = x.size(0)\n"
+      "    frames = x.size(2)\n"
+      "    heads = p[2].size(0)\n"
+      "    per_head = p[3].size(1)\n"
+      "    y = torch.matmul(p[0], x.reshape([batch, x.size(1), frames * " + bins +
+      "])) + p[1].view([1, -1, 1])\n"
+      "    y = y.view([batch, heads, per_head, frames, " + bins + "])\n"
+      "    y = torch.where(y >= 0, y, y * p[2].view([1, heads, 1, 1, 1]))\n"
+      "    mean = y.mean([2, 4], keepdim=True)\n"
+      "    variance = (y - mean).pow(2).mean([2, 4], keepdim=True)\n"
+      "    return (y - mean) * torch.rsqrt(variance + 1e-05) * p[3].view([1, heads, per_head, 1, " +
+      bins + "]) + p[4].view([1, heads, per_head, 1, " + bins + "])\n\n"
+      "def _per_frame(self, y: Tensor) -> Tensor:\n"
+      "    return y.permute([0, 1, 3, 2, 4]).reshape([y.size(0), y.size(1), y.size(3), -1])\n\n"
+      "def _block(self, x: Tensor, p: List[Tensor]) -> Tensor:\n"
+      "    batch = x.size(0)\n"
+      "    frames = x.size(2)\n"
+      "    y = self._norm_channels(x, p[0], p[1])\n"
+      "    out = self._path(y.permute([0, 2, 1, 3]).reshape([batch * frames, " + channels + ", " +
+      bins + "]), p[2:10], p[10], p[11])\n"
+      "    x = x + out.view([batch, frames, " + channels + ", " + bins +
+      "]).permute([0, 2, 1, 3])\n"
+      "    y = self._norm_channels(x, p[12], p[13])\n"
+      "    out = self._path(y.permute([0, 3, 1, 2]).reshape([batch * " + bins + ", " + channels +
+      ", frames]), p[14:22], p[22], p[23])\n"
+      "    x = x + out.view([batch, " + bins + ", " + channels + ", frames]).permute([0, 2, 3, 1])\n"
+      "    queries = self._per_frame(self._project(x, p[24:29]))\n"
+      "    keys = self._per_frame(self._project(x, p[29:34]))\n"
+      "    values = self._per_frame(self._project(x, p[34:39]))\n"
+      "    scores = torch.matmul(queries, keys.transpose(2, 3)) / (float(queries.size(3)) ** 0.5)\n"
+      "    mixed = torch.matmul(torch.softmax(scores, 3), values)\n"
+      "    merged = mixed.view([batch, " + std::to_string(sizes.heads) + ", frames, " +
+      std::to_string(sizes.channels / sizes.heads) + ", " + bins +
+      "]).permute([0, 1, 3, 2, 4]).reshape([batch, " + channels + ", frames, " + bins + "])\n"
+      "    return x + self._project(merged, p[39:44]).squeeze(1)\n\n";
+  script +=
+      "def forward(self, x: Tensor) -> Tensor:\n"
+      "    batch = x.size(0)\n"
+      "    samples = x.size(1)\n"
+      "    window = (0.5 - 0.5 * torch.cos(torch.arange(" + length +
+      ").double() * (6.283185307179586 / " + length + ".0)))" +
+      (o.window == StftWindow::kSqrtHann ? ".sqrt()" : "") + ".float()\n"
+      "    frames = (max(samples, 1) - 1 + " + pad + ") // " + shift + " + 1\n"
+      "    total = (frames - 1) * " + shift + " + " + length + "\n"
+      "    mean = x.mean(1, keepdim=True)\n"
+      "    scale = (x - mean).pow(2).mean(1, keepdim=True).sqrt().clamp_min(1e-08)\n"
+      "    padded = torch.constant_pad_nd(x / scale, [" + pad + ", total - samples - " + pad +
+      "], 0.0)\n"
+      "    spectrum = torch.fft_rfft(padded.unfold(1, " + length + ", " + shift + ") * window, " +
+      length + ", -1)\n"
+      "    u = torch.view_as_real(spectrum).permute([0, 3, 1, 2])\n"
+      "    u = self._norm_channels(torch.conv2d(u, self.input_conv_weight, self.input_conv_bias, "
+      "[1, 1], [1, 1]), self.input_norm_gain, self.input_norm_bias)\n";
+  const char* block_parameters[] = {
+      "intra_norm_gain", "intra_norm_bias", "intra_lstm_weight_ih_l0", "intra_lstm_weight_hh_l0",
+      "intra_lstm_bias_ih_l0", "intra_lstm_bias_hh_l0", "intra_lstm_weight_ih_l0_reverse",
+      "intra_lstm_weight_hh_l0_reverse", "intra_lstm_bias_ih_l0_reverse",
+      "intra_lstm_bias_hh_l0_reverse", "intra_projection_weight", "intra_projection_bias",
+      "inter_norm_gain", "inter_norm_bias", "inter_lstm_weight_ih_l0", "inter_lstm_weight_hh_l0",
+      "inter_lstm_bias_ih_l0", "inter_lstm_bias_hh_l0", "inter_lstm_weight_ih_l0_reverse",
+      "inter_lstm_weight_hh_l0_reverse", "inter_lstm_bias_ih_l0_reverse",
+      "inter_lstm_bias_hh_l0_reverse", "inter_projection_weight", "inter_projection_bias"};
+  for (int b = 0; b < o.num_blocks; ++b) {
+    const std::string prefix = "self.block" + std::to_string(b) + "_";
+    std::string list;
+    for (const char* name : block_parameters) list += (list.empty() ? "" : ", ") + prefix + name;
+    for (const char* projection : {"query", "key", "value", "output"})
+      for (const char* part : {"_weight", "_bias", "_slope", "_norm_gain", "_norm_bias"})
+        list += ", " + prefix + projection + part;
+    script += "    u = self._block(u, [" + list + "])\n";
+  }
+  script +=
+      "    parts = torch.conv_transpose2d(u, self.output_conv_weight, self.output_conv_bias, "
+      "[1, 1], [1, 1]).view([batch, " + speakers + ", 2, frames, " + bins + "])\n"
+      "    spectra = torch.complex(parts.select(2, 0), parts.select(2, 1))\n"
+      "    pieces = torch.fft_irfft(spectra, " + length + ", -1) * window\n"
+      "    columns = pieces.reshape([batch * " + speakers + ", frames, " + length +
+      "]).transpose(1, 2)\n"
+      "    signals = torch.col2im(columns, [1, total], [1, " + length + "], [1, 1], [0, 0], [1, " +
+      shift + "]).reshape([batch, " + speakers + ", total])\n"
+      "    power = torch.col2im(window.square().view([1, " + length + ", 1]).expand([1, " + length +
+      ", frames]), [1, total], [1, " + length + "], [1, 1], [0, 0], [1, " + shift +
+      "]).reshape([1, 1, total])\n"
+      "    signals = signals / power.clamp_min(1e-08)\n"
+      "    return (signals.narrow(2, " + pad + ", samples) * scale.view([batch, 1, 1]))"
+      ".transpose(1, 2)\n";
+  return script;
+}
+
+}  // namespace
+
+NABU_REGISTER_WITH_OPTIONS(model_registry, "tf_gridnet",
+                           (make_model<TfGridNetModel, TfGridNetOptions>), TfGridNetOptions,
+                           "TF-GridNet: STFT, sub-band and temporal BLSTMs over unfolded bins and "
+                           "frames, full-band self-attention, one complex spectrum per speaker, "
+                           "inverse STFT; waveform [B,N,1] -> [B,N,S]")
+
+}  // namespace nabu
