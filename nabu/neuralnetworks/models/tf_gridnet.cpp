@@ -336,18 +336,12 @@ class TfGridNetModel : public Model {
   torch::nn::ConvTranspose2d output_conv_{nullptr};
 };
 
-// The forward pass of one unpadded batch [B, N] as TorchScript source (Model::torchscript): with
-// no padding every frame is real and every BLSTM runs over the whole sequence, so no mask is
-// needed. The window is the periodic Hann window build() takes from torch::hann_window, in double.
-std::string TfGridNetModel::torchscript() const {
-  const auto& o = options_;
-  const auto sizes = o.block_sizes();
-  const std::string length = std::to_string(o.window_length);
-  const std::string shift = std::to_string(o.window_shift);
-  const std::string pad = std::to_string(o.window_length - o.window_shift);
+// The methods the forward pass calls: the channel norm, an unfolded BLSTM path, a head
+// projection, and one GridNet block whose parameters come as one list (in the order
+// torchscript() lists them: the two paths, then the query, key, value and output projections).
+std::string gridnet_script_methods(const BlockSizes& sizes) {
   const std::string kernel = std::to_string(sizes.kernel), stride = std::to_string(sizes.stride);
-  const std::string channels = std::to_string(sizes.channels);
-  const std::string speakers = std::to_string(o.num_speakers), bins = std::to_string(sizes.bins);
+  const std::string channels = std::to_string(sizes.channels), bins = std::to_string(sizes.bins);
   std::string script =
       "def _norm_channels(self, x: Tensor, gain: Tensor, bias: Tensor) -> Tensor:\n"
       "    mean = x.mean(1, keepdim=True)\n"
@@ -402,6 +396,19 @@ std::string TfGridNetModel::torchscript() const {
       std::to_string(sizes.channels / sizes.heads) + ", " + bins +
       "]).permute([0, 1, 3, 2, 4]).reshape([batch, " + channels + ", frames, " + bins + "])\n"
       "    return x + self._project(merged, p[39:44]).squeeze(1)\n\n";
+  return script;
+}
+
+// The forward pass of one unpadded batch [B, N] as TorchScript source (Model::torchscript): with
+// no padding every frame is real and every BLSTM runs over the whole sequence, so no mask is
+// needed. The window is the periodic Hann window build() takes from torch::hann_window, in double.
+std::string TfGridNetModel::torchscript() const {
+  const auto& o = options_;
+  const std::string length = std::to_string(o.window_length);
+  const std::string shift = std::to_string(o.window_shift);
+  const std::string pad = std::to_string(o.window_length - o.window_shift);
+  const std::string speakers = std::to_string(o.num_speakers), bins = std::to_string(o.bins());
+  std::string script = gridnet_script_methods(o.block_sizes());
   script +=
       "def forward(self, x: Tensor) -> Tensor:\n"
       "    batch = x.size(0)\n"
