@@ -1,5 +1,7 @@
 #include "nabu/postprocessing/shipped_models.h"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -34,6 +36,26 @@ std::string card_summary(const std::filesystem::path& card) {
                          : summary;
 }
 
+// share/nabu/models beside the lib/ folder this library was loaded from: an installed tree
+// moved or copied elsewhere (a relocated prefix, a package unpacked anywhere) still finds its
+// models. Empty when there is none there or the library's path cannot be known.
+std::filesystem::path models_beside_library() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&models_beside_library), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return {};
+  std::error_code error;
+  auto prefix = std::filesystem::weakly_canonical(info.dli_fname, error).parent_path();
+  if (error) return {};
+  // lib/ or a multiarch lib/<triplet>/ (GNUInstallDirs under /usr).
+  for (int up = 0; up < 2 && prefix.has_parent_path(); ++up) {
+    prefix = prefix.parent_path();
+    const auto models = prefix / "share" / "nabu" / "models";
+    if (std::filesystem::is_directory(models, error)) return models;
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::filesystem::path> shipped_model_folders() {
@@ -41,6 +63,9 @@ std::vector<std::filesystem::path> shipped_model_folders() {
   if (const char* path = std::getenv("NABU_MODELS_PATH"))
     for (const auto& folder : split(path, ':'))
       if (!folder.empty()) folders.emplace_back(folder);
+  const auto beside = models_beside_library();
+  if (!beside.empty() && beside != std::filesystem::path(NABU_INSTALLED_MODELS_DIR))
+    folders.push_back(beside);
   folders.emplace_back(NABU_INSTALLED_MODELS_DIR);
   folders.emplace_back(NABU_SOURCE_MODELS_DIR);
   return folders;

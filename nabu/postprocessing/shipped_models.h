@@ -17,7 +17,9 @@ struct ShippedModel {
 };
 
 // Where shipped models are looked for, in order: the folders of $NABU_MODELS_PATH
-// (colon-separated), the installed share/nabu/models and the source tree's models/.
+// (colon-separated), share/nabu/models beside the lib/ folder libnabu was loaded from (an
+// installed tree moved elsewhere), the install prefix's share/nabu/models and the source tree's
+// models/.
 std::vector<std::filesystem::path> shipped_model_folders();
 // Every model of those folders (the first folder that has a name wins), sorted by name.
 std::vector<ShippedModel> shipped_models();

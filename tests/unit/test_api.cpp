@@ -194,6 +194,15 @@ TEST_F(TrainingRun, ExampleBuildsAgainstTheInstalledPackageAndSeparatesAFile) {
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("separate_file: nowhere: no such file"), std::string::npos)
       << missing.output;
+
+  // The installed tree moved elsewhere still finds its shipped models, beside its library,
+  // before the install prefix's and the source tree's.
+  fs::rename(dir_ / "prefix", dir_ / "moved");
+  auto listed = run_shell("env -u NABU_MODELS_PATH moved/bin/nabu models", dir_.path());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find((dir_ / "moved/share/nabu/models/pit_blstm_2spk_8k").string()),
+            std::string::npos)
+      << listed.output;
 }
 
 }  // namespace nabu::testing

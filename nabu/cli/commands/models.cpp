@@ -16,8 +16,9 @@ int cmd_models(const std::vector<std::string>& args) {
                           "recording.wav. Each folder holds\nthe model (a file nabu export "
                           "wrote), its card (card.md: data, compute, figures,\nlimits), its "
                           "recipe, training log and metrics. Looked for in $NABU_MODELS_PATH\n"
-                          "(colon-separated folders), the installed share/nabu/models and the "
-                          "source tree's\nmodels/.",
+                          "(colon-separated folders), share/nabu/models beside the lib/ folder "
+                          "of libnabu.so\n(an installed tree moved elsewhere), the install "
+                          "prefix's share/nabu/models and the\nsource tree's models/.",
                           args, description))
     return 0;
   const auto models = shipped_models();
