@@ -7,6 +7,7 @@
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/models/fused_lstm.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "test_model_helpers.h"
 
 namespace nabu::testing {
@@ -207,6 +208,113 @@ TEST(ModelRecurrent, LibtorchLstmPathMatchesTheFusedLayer) {
   auto expected = torch::autograd::grad({(reference * upstream).sum()}, inputs);
   for (std::size_t i = 0; i < inputs.size(); ++i)
     EXPECT_LT(max_difference(got[i], expected[i]), 1e-12) << "gradient of input " << i;
+}
+
+// bf16 (trainer.cfg precision = bf16 on the CPU): the fused layer computes every product with
+// operands and result rounded to bf16, and all else in float. Against the LSTM equations in double
+// with exactly those roundings it agrees far more closely than the fp32 layer does (so the
+// products really are bf16), and it stays near the fp32 layer in outputs and gradients.
+torch::Tensor to_bf16_and_back(const torch::Tensor& t) {
+  return t.to(torch::kBFloat16).to(t.scalar_type());
+}
+
+torch::Tensor bf16_products_lstm_reference(const torch::Tensor& x, const Params& p,
+                                           const std::string& suffix, bool bf16_recurrence) {
+  auto w_ih = to_bf16_and_back(p.at("weight_ih_l0" + suffix));
+  auto w_hh = to_bf16_and_back(p.at("weight_hh_l0" + suffix));  // used if bf16_recurrence
+  auto b = p.at("bias_ih_l0" + suffix) + p.at("bias_hh_l0" + suffix);
+  const int64_t units = w_hh.size(1);
+  auto h = torch::zeros({units}, x.options()), c = torch::zeros({units}, x.options());
+  std::vector<torch::Tensor> out;
+  for (int64_t t = 0; t < x.size(0); ++t) {
+    auto g = to_bf16_and_back(torch::mv(w_ih, to_bf16_and_back(x[t]))) +
+             (bf16_recurrence ? to_bf16_and_back(torch::mv(w_hh, to_bf16_and_back(h)))
+                              : torch::mv(p.at("weight_hh_l0" + suffix), h)) +
+             b;
+    auto i = torch::sigmoid(g.narrow(0, 0, units)), f = torch::sigmoid(g.narrow(0, units, units));
+    auto candidate = torch::tanh(g.narrow(0, 2 * units, units));
+    auto o = torch::sigmoid(g.narrow(0, 3 * units, units));
+    c = f * c + i * candidate;
+    h = o * torch::tanh(c);
+    out.push_back(h);
+  }
+  return torch::stack(out);
+}
+
+TEST(ModelRecurrent, FusedLstmUnderBf16AutocastComputesItsProductsInBf16) {
+  torch::manual_seed(29);
+  const std::vector<int64_t> lengths{40, 17, 33};
+  const int64_t frames = 40, features = 24, units = 32, batch = 3;
+  Params p;
+  std::vector<torch::Tensor> weights;
+  for (const std::string suffix : {"", "_reverse"})
+    for (auto [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"weight_ih_l0", {4 * units, features}},
+             {"weight_hh_l0", {4 * units, units}},
+             {"bias_ih_l0", {4 * units}},
+             {"bias_hh_l0", {4 * units}}}) {
+      p[name + suffix] = (0.3 * torch::randn(shape)).requires_grad_();
+      weights.push_back(p[name + suffix]);
+    }
+  auto x = torch::randn({frames, batch, features}).requires_grad_();
+  auto upstream = torch::randn({frames, batch, 2 * units});
+  auto fp32 = fused_lstm::layer(x, weights, lengths_of(lengths));
+  torch::Tensor bf16;
+  {
+    AutocastScope autocast(Precision::kBf16, torch::kCPU);
+    bf16 = fused_lstm::layer(x, weights, lengths_of(lengths));
+  }
+  ASSERT_EQ(bf16.scalar_type(), torch::kFloat);
+  double bf16_from_reference = 0, fp32_from_reference = 0;
+  Params p_double;
+  for (const auto& [name, value] : p) p_double[name] = value.detach().to(torch::kDouble);
+  for (int64_t b = 0; b < batch; ++b) {
+    auto utterance = x.detach().select(1, b).narrow(0, 0, lengths[b]).to(torch::kDouble);
+    auto reference = torch::cat(
+        {bf16_products_lstm_reference(utterance, p_double, "", true),
+         reverse_frames(bf16_products_lstm_reference(reverse_frames(utterance), p_double,
+                                                     "_reverse", true))},
+        -1);
+    auto real = [&](const torch::Tensor& y) {
+      return y.detach().select(1, b).narrow(0, 0, lengths[b]).to(torch::kDouble);
+    };
+    bf16_from_reference += (real(bf16) - reference).abs().mean().item<double>();
+    fp32_from_reference += (real(fp32) - reference).abs().mean().item<double>();
+    if (lengths[b] < frames) {
+      EXPECT_EQ(bf16.narrow(0, lengths[b], frames - lengths[b]).select(1, b).abs().max()
+                    .item<double>(), 0.0);
+    }
+  }
+  EXPECT_LT(bf16_from_reference, 0.1 * fp32_from_reference);
+  EXPECT_GT(max_difference(bf16, fp32), 1e-4);  // not the fp32 path
+  EXPECT_LT(max_difference(bf16, fp32), 0.05);
+
+  std::vector<torch::Tensor> inputs{x};
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  auto expected = torch::autograd::grad({(fp32 * upstream).sum()}, inputs);
+  auto got = torch::autograd::grad({(bf16 * upstream).sum()}, inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ASSERT_EQ(got[i].scalar_type(), torch::kFloat);
+    EXPECT_LT(((got[i] - expected[i]).norm() / expected[i].norm()).item<double>(), 0.03)
+        << "gradient of input " << i;
+  }
+
+  // One sequence with a small recurrent weight (nabu separate's case): its matrix-vector
+  // recurrent products stay fp32, only the input projection is bf16.
+  auto one = x.detach().select(1, 1).narrow(0, 0, lengths[1]);
+  torch::Tensor alone;
+  {
+    AutocastScope autocast(Precision::kBf16, torch::kCPU);
+    torch::NoGradGuard no_grad;
+    alone = fused_lstm::layer(one.unsqueeze(1), weights, lengths_of({lengths[1]})).squeeze(1);
+  }
+  const auto one_double = one.to(torch::kDouble);
+  auto forward_only = [&](bool bf16_recurrence) {
+    return bf16_products_lstm_reference(one_double, p_double, "", bf16_recurrence);
+  };
+  const auto alone_forward = alone.narrow(-1, 0, units).to(torch::kDouble);
+  EXPECT_LT((alone_forward - forward_only(false)).abs().mean().item<double>(),
+            0.1 * (alone_forward - forward_only(true)).abs().mean().item<double>());
 }
 
 TEST(ModelRecurrent, CellVariantsOfDblstmMatchTheTensorflowCell) {

@@ -2,7 +2,7 @@
 // forward and forward+backward per batch, in training mode.
 //
 //   bench_models [--batch=8] [--frames=100] [--features=129] [--units=600] [--layers=2]
-//                [--repeats=3] [--threads=2] [--only=name,name]
+//                [--repeats=3] [--threads=2] [--only=name,name] [--precision=fp32|bf16]
 //
 // Prints one line per model with the mean time and the ratio to dblstm.
 #include <torch/torch.h>
@@ -21,6 +21,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 
 namespace {
 
@@ -28,6 +29,7 @@ struct Settings {
   int64_t batch = 8, frames = 100, features = 129, units = 600, layers = 2, repeats = 3,
           threads = 2;
   std::vector<std::string> only;
+  nabu::Precision precision = nabu::Precision::kFp32;
 };
 
 Settings parse(int argc, char** argv) {
@@ -38,6 +40,10 @@ Settings parse(int argc, char** argv) {
     if (arg.rfind("--", 0) != 0 || eq == std::string::npos)
       throw nabu::Error("expected --key=value, got '" + arg + "'");
     std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
+    if (key == "precision") {
+      s.precision = nabu::parse_precision(value, "--precision");
+      continue;
+    }
     if (key == "only") {
       for (auto& name : nabu::split(value, ',')) s.only.push_back(name);
       continue;
@@ -96,7 +102,8 @@ int main(int argc, char** argv) {
 
     std::cout << "batch " << s.batch << " x " << s.frames << " frames x " << s.features
               << " features, " << s.layers << " layers x " << s.units << " units, "
-              << s.threads << " threads, mean of " << s.repeats << " runs\n";
+              << s.threads << " threads, " << nabu::precision_name(s.precision) << ", mean of "
+              << s.repeats << " runs\n";
     std::cout << std::left << std::setw(34) << "model" << std::right << std::setw(14)
               << "forward ms" << std::setw(18) << "fwd+bwd ms" << std::setw(14) << "x dblstm"
               << "\n";
@@ -109,18 +116,24 @@ int main(int argc, char** argv) {
       const auto& section = config.section("m");
       auto model = nabu::model_registry().create(nabu::trim(section.get_string("architecture")),
                                                  "m", section);
-      model->run({input}, lengths, true);  // build and warm up
+      // As nabu train computes: the forward pass under autocast, the backward pass after it.
+      nabu::check_precision(s.precision, torch::kCPU, "--precision");
+      const auto forward_pass = [&] {
+        nabu::AutocastScope autocast(s.precision, torch::kCPU);
+        return model->run({input}, lengths, true);
+      };
+      forward_pass();  // build and warm up
       double forward = 0.0, both = 0.0;
       for (int64_t r = 0; r < s.repeats; ++r) {
         auto start = std::chrono::steady_clock::now();
         {
           torch::NoGradGuard no_grad;
-          model->run({input}, lengths, true);
+          forward_pass();
         }
         forward += milliseconds_since(start);
         start = std::chrono::steady_clock::now();
         model->zero_grad();
-        model->run({input}, lengths, true).sum().backward();
+        forward_pass().sum().backward();
         both += milliseconds_since(start);
       }
       forward /= static_cast<double>(s.repeats);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+
 namespace nabu {
 namespace fused_lstm {
 namespace {
@@ -33,6 +35,26 @@ Sizes sizes_of(const at::Tensor& gates) {
   return {gates.size(0), gates.size(1), gates.size(2) / 4};
 }
 
+// a b computed in `products` (the layer's own type, or bf16 under a bf16 autocast: the products
+// then round their operands to bf16 and accumulate in fp32 inside the kernel), in a's type.
+at::Tensor product(const at::Tensor& a, const at::Tensor& b, at::ScalarType products) {
+  if (products == a.scalar_type()) return at::mm(a, b);
+  return at::mm(a.to(products), b.to(products)).to(a.scalar_type());
+}
+
+// The type of one direction's per-frame recurrent products, [B, H] x [H, 4H] forward and
+// [B, 4H] x [4H, H] backward, given that of the layer's other products. One sequence alone (B = 1,
+// as nabu separate runs) makes them matrix-vector products, which stay in fp32 while the fp32
+// weight fits in a core's cache: there bf16 was 2.7x to 5x slower than fp32 (LibTorch 1.13,
+// AMD EPYC with avx512_bf16: H 200 to 300, weights 0.6 to 1.4 MiB), and 2.5x faster from H 400
+// (2.4 MiB) up, where fp32 waits on memory. From two sequences on, bf16 was always faster.
+at::ScalarType recurrent_product_type(at::ScalarType products, const at::Tensor& w_hh,
+                                      int64_t batch) {
+  constexpr int64_t kCachedWeightBytes = 2 << 20;
+  if (batch > 1 || w_hh.numel() * w_hh.element_size() > kCachedWeightBytes) return products;
+  return w_hh.scalar_type();
+}
+
 // What one direction's forward pass keeps for its backward pass, all [T, B, *].
 struct DirectionState {
   at::Tensor gates;   // [4H]: the activations i, f, g, o
@@ -47,7 +69,7 @@ struct DirectionState {
 // the same sigmoid call as the gates, as 2 * sigmoid(2a) - 1, by doubling its pre-activations.
 template <typename T>
 DirectionState run_forward(const at::Tensor& projections, const at::Tensor& w_hh,
-                           const int64_t* lengths, bool reverse) {
+                           const int64_t* lengths, bool reverse, at::ScalarType products) {
   DirectionState state;
   state.gates = projections.clone(at::MemoryFormat::Contiguous);
   const Sizes n = sizes_of(state.gates);
@@ -55,7 +77,9 @@ DirectionState run_forward(const at::Tensor& projections, const at::Tensor& w_hh
   state.gates.narrow(2, 2 * H, H).mul_(2);
   at::Tensor w_rec = w_hh.clone();
   w_rec.narrow(0, 2 * H, H).mul_(2);
-  const at::Tensor w_rec_t = w_rec.t();
+  products = recurrent_product_type(products, w_hh, n.batch);
+  const at::Tensor w_rec_t = w_rec.t().to(products);
+  const bool own_type = products == projections.scalar_type();
   state.cells = at::empty({n.steps, n.batch, H}, state.gates.options());
   state.tanh_c = at::empty_like(state.cells);
   state.hidden = at::empty_like(state.cells);
@@ -69,7 +93,8 @@ DirectionState run_forward(const at::Tensor& projections, const at::Tensor& w_hh
   for (int64_t s = 0; s < n.steps; ++s) {
     const int64_t t = order.frame(s);
     at::Tensor frame_gates = state.gates[t];
-    if (s > 0) frame_gates.addmm_(state.hidden[order.previous(t)], w_rec_t);
+    if (s > 0 && own_type) frame_gates.addmm_(state.hidden[order.previous(t)], w_rec_t);
+    else if (s > 0) frame_gates.add_(product(state.hidden[order.previous(t)], w_rec_t, products));
     frame_gates.sigmoid_();
     const T* c_prev_frame =
         s > 0 ? cell_data + n.state_at(order.previous(t), 0) : zero_state.data_ptr<T>();
@@ -104,7 +129,11 @@ DirectionState run_forward(const at::Tensor& projections, const at::Tensor& w_hh
 // gate pre-activations [T, B, 4H] (which is also the input projections' gradient).
 template <typename T>
 at::Tensor run_backward(const at::Tensor& grad_hidden, const DirectionState& state,
-                        const at::Tensor& w_hh, const int64_t* lengths, bool reverse) {
+                        const at::Tensor& w_hh, const int64_t* lengths, bool reverse,
+                        at::ScalarType products) {
+  products = recurrent_product_type(products, w_hh, grad_hidden.size(1));
+  const bool own_type = products == grad_hidden.scalar_type();
+  const at::Tensor w_hh_products = w_hh.to(products);
   const Sizes n = sizes_of(state.gates);
   const Order order{n.steps, reverse};
   const int64_t H = n.units;
@@ -148,7 +177,8 @@ at::Tensor run_backward(const at::Tensor& grad_hidden, const DirectionState& sta
         dc[j] = d_cell * f;
       }
     }
-    if (s > 0) at::mm_out(grad_h_next, grad_gates[t], w_hh);
+    if (s > 0 && own_type) at::mm_out(grad_h_next, grad_gates[t], w_hh);
+    else if (s > 0) grad_h_next.copy_(product(grad_gates[t], w_hh_products, products));
   }
   return grad_gates;
 }
@@ -158,10 +188,13 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
   static constexpr int64_t kSavedPerDirection = 5;  // gates, cells, tanh_c, hidden, w_hh
 
   // inputs: per direction {input projections [T, B, 4H], w_hh [4H, H]}; the second direction, if
-  // any, runs backwards in time.
+  // any, runs backwards in time. bf16_products: the recurrent products, forward and backward, in
+  // bf16 (states, gates and their gradients stay in the inputs' type).
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
-                               const at::Tensor& lengths) {
+                               const at::Tensor& lengths, bool bf16_products) {
     const int64_t directions = static_cast<int64_t>(inputs.size() / 2);
+    const at::ScalarType products = bf16_products ? at::kBFloat16 : inputs[0].scalar_type();
+    ctx->saved_data["bf16_products"] = bf16_products;
     const at::Tensor lengths_cpu = lengths.to(at::kLong).contiguous();
     const int64_t* length_data = lengths_cpu.data_ptr<int64_t>();
     std::vector<DirectionState> states(directions);
@@ -169,7 +202,8 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
     at::parallel_for(0, directions, 1, [&](int64_t begin, int64_t end) {
       for (int64_t d = begin; d < end; ++d) {
         AT_DISPATCH_FLOATING_TYPES(inputs[2 * d].scalar_type(), "fused_lstm_forward", [&] {
-          states[d] = run_forward<scalar_t>(inputs[2 * d], inputs[2 * d + 1], length_data, d == 1);
+          states[d] = run_forward<scalar_t>(inputs[2 * d], inputs[2 * d + 1], length_data, d == 1,
+                                            products);
         });
       }
     });
@@ -188,6 +222,9 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
     const variable_list saved = ctx->get_saved_variables();
     const int64_t directions = static_cast<int64_t>((saved.size() - 1) / kSavedPerDirection);
     const int64_t* length_data = saved.back().data_ptr<int64_t>();
+    const at::ScalarType products = ctx->saved_data["bf16_products"].toBool()
+                                        ? at::kBFloat16
+                                        : saved.front().scalar_type();
     std::vector<DirectionState> states(directions);
     std::vector<at::Tensor> grad_hidden(directions), grad_gates(directions);
     for (int64_t d = 0; d < directions; ++d) {
@@ -201,7 +238,7 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
         AT_DISPATCH_FLOATING_TYPES(grad_hidden[d].scalar_type(), "fused_lstm_backward", [&] {
           grad_gates[d] = run_backward<scalar_t>(grad_hidden[d], states[d],
                                                  saved[kSavedPerDirection * d + 4], length_data,
-                                                 d == 1);
+                                                 d == 1, products);
         });
       }
     });
@@ -215,7 +252,7 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
         const bool reverse = d == 1;
         auto g = grad_gates[d].narrow(0, reverse ? 0 : 1, steps - 1).reshape({-1, 4 * units});
         auto h = hidden.narrow(0, reverse ? 1 : 0, steps - 1).reshape({-1, units});
-        grad_w_hh = g.t().mm(h);
+        grad_w_hh = product(g.t(), h, products);
       } else {
         grad_w_hh = at::zeros_like(saved[kSavedPerDirection * d + 4]);
       }
@@ -223,6 +260,7 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
       grads.push_back(grad_w_hh);
     }
     grads.emplace_back();  // lengths
+    grads.emplace_back();  // bf16_products
     return grads;
   }
 };
@@ -240,18 +278,28 @@ at::Tensor layer(const at::Tensor& input, const std::vector<at::Tensor>& weights
   TORCH_CHECK(input.dim() == 3, "fused LSTM: input [T, B, F], got ", input.sizes());
   TORCH_CHECK(weights[0].scalar_type() == at::kFloat || weights[0].scalar_type() == at::kDouble,
               "fused LSTM: float or double weights, got ", weights[0].scalar_type());
-  // The layer computes in its weights' precision: under autocast (trainer.cfg precision = bf16)
-  // the input may come in bf16, and the products below must not be cast to it, since the
-  // recurrence adds them into buffers of the weights' type.
+  // Under a bf16 autocast (trainer.cfg precision = bf16 on the CPU) every product of the layer,
+  // the input projections and the recurrence, forward and backward, computes in bf16, where the
+  // CPU's bf16 instructions do twice (avx512_bf16) or more (AMX) the fp32 work per cycle. The
+  // states, gates, their gradients and the biases stay in the weights' type: autocast itself is
+  // off inside, since the recurrence adds the products into buffers of that type.
+  const bool bf16_products = weights[0].scalar_type() == at::kFloat && cpu_autocast_in_bf16();
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   const at::Tensor x = input.to(weights[0].scalar_type());
+  const at::Tensor x_products = bf16_products ? x.to(at::kBFloat16) : x;
   variable_list inputs;
   for (std::size_t d = 0; d < weights.size() / 4; ++d) {
     const auto& w_ih = weights[4 * d];
-    inputs.push_back(at::linear(x, w_ih, weights[4 * d + 2] + weights[4 * d + 3]));
+    const at::Tensor bias = weights[4 * d + 2] + weights[4 * d + 3];
+    inputs.push_back(bf16_products
+                         ? at::linear(x_products, w_ih.to(at::kBFloat16))
+                               .to(x.scalar_type())
+                               .add_(bias)  // in place: 30x faster than + on LibTorch 1.13
+                         : at::linear(x, w_ih, bias));
     inputs.push_back(weights[4 * d + 1]);
   }
-  auto outputs = Recurrence::apply(at::TensorList(inputs), lengths);  // a list, so autograd sees each tensor
+  // A list, so that autograd sees each tensor.
+  auto outputs = Recurrence::apply(at::TensorList(inputs), lengths, bf16_products);
   return outputs.size() == 1 ? outputs[0] : at::cat(outputs, -1);
 }
 

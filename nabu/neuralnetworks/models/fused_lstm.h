@@ -20,12 +20,14 @@ namespace fused_lstm {
 // for one direction, 8 for two (forward then backward, as LibTorch's all_weights()). The backward
 // direction of sequence b runs from frame lengths[b] - 1 to 0, starting from a zero state; both
 // directions output zeros at frames at or past a sequence's length. Returns [T, B, directions*H].
-// Differentiable with respect to x and all weights.
+// Differentiable with respect to x and all weights. Under an AutocastScope of bf16 on the CPU
+// (mixed_precision.h) with float weights, the products (input projections, recurrence and their
+// gradients) compute in bf16; states, gates and everything else stay float.
 at::Tensor layer(const at::Tensor& x, const std::vector<at::Tensor>& weights,
                  const at::Tensor& lengths);
 
 // Whether layer() handles this input: on the CPU, any floating type (it is computed in the
-// weights' type, float or double, with autocast off inside the layer).
+// weights' type, float or double, with LibTorch's autocast off inside the layer).
 bool supports(const at::Tensor& x);
 
 }  // namespace fused_lstm

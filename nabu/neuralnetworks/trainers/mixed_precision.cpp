@@ -97,6 +97,10 @@ std::string cpu_flags() {
   return "";
 }
 
+bool cpu_autocast_in_bf16() {
+  return autocast_enabled(c10::kCPU) && autocast_dtype(c10::kCPU) == at::kBFloat16;
+}
+
 AutocastScope::AutocastScope(Precision precision, const c10::Device& device)
     : type_(device.type()) {
   if (precision == Precision::kFp32) return;

@@ -33,6 +33,11 @@ std::string bf16_speed_warning(Precision precision, const c10::Device& device,
 // The first "flags" line of /proc/cpuinfo ("" where there is none).
 std::string cpu_flags();
 
+// Whether this thread is inside an autocast that computes the CPU's products in bf16 (an
+// AutocastScope with Precision::kBf16 on a CPU device): the layers that turn autocast off to run
+// their own kernels (fused_lstm.h) ask it to compute their products in bf16 too.
+bool cpu_autocast_in_bf16();
+
 // While it lives, the operations LibTorch's autocast lists (matrix products, convolutions, LSTMs)
 // compute in bf16 or fp16 on `device`'s type; the previous autocast state comes back after.
 // fp32: changes nothing.
