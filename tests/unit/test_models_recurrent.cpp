@@ -17,16 +17,32 @@ using Params = std::map<std::string, torch::Tensor>;
 
 torch::Tensor reverse_frames(const torch::Tensor& x) { return x.flip({0}); }
 
+torch::Tensor to_bf16_and_back(const torch::Tensor& t) {
+  return t.to(torch::kBFloat16).to(t.scalar_type());
+}
+
+// Which products of the LSTM equations have their operands and result rounded to bf16, as the
+// fused layer computes them under a bf16 autocast.
+enum class Bf16Products { kNone, kInput, kInputAndRecurrent };
+
 // LibTorch's LSTM equations (gate rows i, f, g, o), one utterance x [T, D].
 torch::Tensor fused_lstm_reference(const torch::Tensor& x, const Params& p,
-                                   const std::string& suffix) {
+                                   const std::string& suffix,
+                                   Bf16Products bf16 = Bf16Products::kNone) {
   auto w_ih = p.at("weight_ih_l0" + suffix), w_hh = p.at("weight_hh_l0" + suffix);
   auto b = p.at("bias_ih_l0" + suffix) + p.at("bias_hh_l0" + suffix);
+  // W v, with W, v and the result rounded to bf16 when `rounded`.
+  auto product = [](bool rounded, const torch::Tensor& w, const torch::Tensor& v) {
+    return rounded ? to_bf16_and_back(torch::mv(to_bf16_and_back(w), to_bf16_and_back(v)))
+                   : torch::mv(w, v);
+  };
+  const bool input_bf16 = bf16 != Bf16Products::kNone;
+  const bool recurrent_bf16 = bf16 == Bf16Products::kInputAndRecurrent;
   const int64_t units = w_hh.size(1);
   auto h = torch::zeros({units}, x.options()), c = torch::zeros({units}, x.options());
   std::vector<torch::Tensor> out;
   for (int64_t t = 0; t < x.size(0); ++t) {
-    auto g = torch::mv(w_ih, x[t]) + torch::mv(w_hh, h) + b;
+    auto g = product(input_bf16, w_ih, x[t]) + product(recurrent_bf16, w_hh, h) + b;
     auto i = torch::sigmoid(g.narrow(0, 0, units)), f = torch::sigmoid(g.narrow(0, units, units));
     auto candidate = torch::tanh(g.narrow(0, 2 * units, units));
     auto o = torch::sigmoid(g.narrow(0, 3 * units, units));
@@ -214,33 +230,6 @@ TEST(ModelRecurrent, LibtorchLstmPathMatchesTheFusedLayer) {
 // operands and result rounded to bf16, and all else in float. Against the LSTM equations in double
 // with exactly those roundings it agrees far more closely than the fp32 layer does (so the
 // products really are bf16), and it stays near the fp32 layer in outputs and gradients.
-torch::Tensor to_bf16_and_back(const torch::Tensor& t) {
-  return t.to(torch::kBFloat16).to(t.scalar_type());
-}
-
-torch::Tensor bf16_products_lstm_reference(const torch::Tensor& x, const Params& p,
-                                           const std::string& suffix, bool bf16_recurrence) {
-  auto w_ih = to_bf16_and_back(p.at("weight_ih_l0" + suffix));
-  auto w_hh = to_bf16_and_back(p.at("weight_hh_l0" + suffix));  // used if bf16_recurrence
-  auto b = p.at("bias_ih_l0" + suffix) + p.at("bias_hh_l0" + suffix);
-  const int64_t units = w_hh.size(1);
-  auto h = torch::zeros({units}, x.options()), c = torch::zeros({units}, x.options());
-  std::vector<torch::Tensor> out;
-  for (int64_t t = 0; t < x.size(0); ++t) {
-    auto g = to_bf16_and_back(torch::mv(w_ih, to_bf16_and_back(x[t]))) +
-             (bf16_recurrence ? to_bf16_and_back(torch::mv(w_hh, to_bf16_and_back(h)))
-                              : torch::mv(p.at("weight_hh_l0" + suffix), h)) +
-             b;
-    auto i = torch::sigmoid(g.narrow(0, 0, units)), f = torch::sigmoid(g.narrow(0, units, units));
-    auto candidate = torch::tanh(g.narrow(0, 2 * units, units));
-    auto o = torch::sigmoid(g.narrow(0, 3 * units, units));
-    c = f * c + i * candidate;
-    h = o * torch::tanh(c);
-    out.push_back(h);
-  }
-  return torch::stack(out);
-}
-
 TEST(ModelRecurrent, FusedLstmUnderBf16AutocastComputesItsProductsInBf16) {
   torch::manual_seed(29);
   const std::vector<int64_t> lengths{40, 17, 33};
@@ -271,9 +260,9 @@ TEST(ModelRecurrent, FusedLstmUnderBf16AutocastComputesItsProductsInBf16) {
   for (int64_t b = 0; b < batch; ++b) {
     auto utterance = x.detach().select(1, b).narrow(0, 0, lengths[b]).to(torch::kDouble);
     auto reference = torch::cat(
-        {bf16_products_lstm_reference(utterance, p_double, "", true),
-         reverse_frames(bf16_products_lstm_reference(reverse_frames(utterance), p_double,
-                                                     "_reverse", true))},
+        {fused_lstm_reference(utterance, p_double, "", Bf16Products::kInputAndRecurrent),
+         reverse_frames(fused_lstm_reference(reverse_frames(utterance), p_double, "_reverse",
+                                             Bf16Products::kInputAndRecurrent))},
         -1);
     auto real = [&](const torch::Tensor& y) {
       return y.detach().select(1, b).narrow(0, 0, lengths[b]).to(torch::kDouble);
@@ -309,12 +298,14 @@ TEST(ModelRecurrent, FusedLstmUnderBf16AutocastComputesItsProductsInBf16) {
     alone = fused_lstm::layer(one.unsqueeze(1), weights, lengths_of({lengths[1]})).squeeze(1);
   }
   const auto one_double = one.to(torch::kDouble);
-  auto forward_only = [&](bool bf16_recurrence) {
-    return bf16_products_lstm_reference(one_double, p_double, "", bf16_recurrence);
+  auto forward_only = [&](Bf16Products bf16) {
+    return fused_lstm_reference(one_double, p_double, "", bf16);
   };
   const auto alone_forward = alone.narrow(-1, 0, units).to(torch::kDouble);
-  EXPECT_LT((alone_forward - forward_only(false)).abs().mean().item<double>(),
-            0.1 * (alone_forward - forward_only(true)).abs().mean().item<double>());
+  EXPECT_LT(
+      (alone_forward - forward_only(Bf16Products::kInput)).abs().mean().item<double>(),
+      0.1 * (alone_forward - forward_only(Bf16Products::kInputAndRecurrent)).abs().mean()
+                .item<double>());
 }
 
 TEST(ModelRecurrent, CellVariantsOfDblstmMatchTheTensorflowCell) {
