@@ -42,6 +42,7 @@ Settings parse(int argc, char** argv) {
     std::string key = arg.substr(2, eq - 2), value = arg.substr(eq + 1);
     if (key == "precision") {
       s.precision = nabu::parse_precision(value, "--precision");
+      nabu::check_precision(s.precision, torch::kCPU, "--precision");
       continue;
     }
     if (key == "only") {
@@ -117,7 +118,6 @@ int main(int argc, char** argv) {
       auto model = nabu::model_registry().create(nabu::trim(section.get_string("architecture")),
                                                  "m", section);
       // As nabu train computes: the forward pass under autocast, the backward pass after it.
-      nabu::check_precision(s.precision, torch::kCPU, "--precision");
       const auto forward_pass = [&] {
         nabu::AutocastScope autocast(s.precision, torch::kCPU);
         return model->run({input}, lengths, true);

@@ -155,10 +155,12 @@ torch::Tensor GridNetBlockImpl::forward(const torch::Tensor& input,
   }
 
   // Sub-band: each frame's bins as a sequence.
-  auto y = waveform::masked(channel_norm(input, intra_.norm_gain, intra_.norm_bias, sizes_.epsilon), mask);
+  auto y = waveform::masked(
+      channel_norm(input, intra_.norm_gain, intra_.norm_bias, sizes_.epsilon), mask);
   auto out = run_path(intra_, y.permute({0, 2, 1, 3}).reshape({batch * frames, channels, bins}),
                       torch::Tensor(), training);
-  auto x = input + waveform::masked(out.view({batch, frames, channels, bins}).permute({0, 2, 1, 3}), mask);
+  auto x = input + waveform::masked(
+                       out.view({batch, frames, channels, bins}).permute({0, 2, 1, 3}), mask);
 
   // Temporal: each bin's frames as a sequence, to each utterance's own positions.
   y = waveform::masked(channel_norm(x, inter_.norm_gain, inter_.norm_bias, sizes_.epsilon), mask);
@@ -166,7 +168,8 @@ torch::Tensor GridNetBlockImpl::forward(const torch::Tensor& input,
   for (int64_t b = 0; b < batch; ++b) positions[b] = this->positions(lengths[b].item<int64_t>());
   out = run_path(inter_, y.permute({0, 3, 1, 2}).reshape({batch * bins, channels, frames}),
                  positions.repeat_interleave(bins), training);
-  x = x + waveform::masked(out.view({batch, bins, channels, frames}).permute({0, 2, 3, 1}), mask);
+  x = x + waveform::masked(out.view({batch, bins, channels, frames}).permute({0, 2, 3, 1}),
+                           mask);
 
   // Full-band: frames against frames.
   return x + waveform::masked(attention(x, key_mask), mask);
@@ -296,7 +299,7 @@ class TfGridNetModel : public Model {
       signal = signal * sample_mask;
       mask = frame_mask(frame_lengths, frames).to(signal.device()).view({batch, 1, frames, 1});
     }
-      // Each utterance scaled by its own standard deviation (over its real samples), as the paper.
+    // Each utterance scaled by its own standard deviation (over its real samples), as the paper.
     auto counts = sample_lengths.clamp_min(1).to(signal.options()).view({batch, 1});
     auto mean = signal.sum(1, /*keepdim=*/true) / counts;
     auto centred = signal - mean;
@@ -304,8 +307,10 @@ class TfGridNetModel : public Model {
     auto scale = (centred.pow(2).sum(1, /*keepdim=*/true) / counts).sqrt().clamp_min(1e-8);
     auto padded = F::pad(signal / scale, F::PadFuncOptions({pad, total - samples - pad}));
     auto spectrum = torch::fft::rfft(padded.unfold(1, length, shift) * window_, length, -1);
-    auto x = waveform::masked(torch::stack({torch::real(spectrum), torch::imag(spectrum)}, 1), mask);
-    x = waveform::masked(tf_gridnet::channel_norm(input_conv_->forward(x), input_gain_, input_bias_, 1e-5), mask);
+    auto x =
+        waveform::masked(torch::stack({torch::real(spectrum), torch::imag(spectrum)}, 1), mask);
+    x = waveform::masked(
+        tf_gridnet::channel_norm(input_conv_->forward(x), input_gain_, input_bias_, 1e-5), mask);
     for (auto& block : blocks_) x = block->forward(x, frame_lengths, training);
     auto parts = waveform::masked(output_conv_->forward(x), mask).to(torch::kFloat).view(
         {batch, o.num_speakers, 2, frames, o.window_length / 2 + 1});
