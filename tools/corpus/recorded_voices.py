@@ -19,6 +19,8 @@ TARGET_SECONDS = 5.0
 MIN_FRAGMENT_SECONDS = 0.25         # less speech than this is a click or a breath, not a word
 SPEECH_FLOOR_DB = -40.0             # a frame is speech within 40 dB of the clip's loudest frame
 ABSOLUTE_FLOOR_DBFS = -60.0         # ... and above this, so digital near-silence is never speech
+# A clipped run longer than this many samples (at the clip's own rate) is not repaired.
+MAX_REPAIRED_RUN = 40
 
 
 # --- which file is whom -------------------------------------------------------------------------
@@ -239,6 +241,63 @@ def clipped_fraction(x):
     # Samples whose neighbours on both sides are at the peak too: the middle of a flat run.
     inner = at_peak[1:-1] & at_peak[:-2] & at_peak[2:]
     return float(inner.sum()) / len(x)
+
+
+def clipped_runs(x):
+    """[(start, end)] of the flat runs clipped_fraction counts: 3 or more samples at the clip's
+    largest magnitude (within 1), when that is within 1 dB of full scale."""
+    x = np.asarray(x, dtype=np.int32)
+    magnitude = np.abs(x)
+    if len(x) < 3 or magnitude.max() < 32767 * 10 ** (-1 / 20.0):
+        return []
+    at_peak = (magnitude >= magnitude.max() - 1).astype(np.int8)
+    # A run ends where the sign flips too: a full-scale swing from + to - is two runs.
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], at_peak, [0]])))
+    runs = []
+    for a, b in zip(edges[::2], edges[1::2]):
+        signs = np.sign(x[a:b])
+        cuts = [a] + [a + 1 + i for i in np.flatnonzero(signs[1:] != signs[:-1])] + [b]
+        runs += [(c, d) for c, d in zip(cuts[:-1], cuts[1:]) if d - c >= 3]
+    return runs
+
+
+def _slope(at, one_away, two_away):
+    """The slope at a sample, going away from its neighbours one and two samples off: the
+    one-sided second-order difference, the first-order one with one neighbour, 0 with none."""
+    if one_away is None:
+        return 0.0
+    if two_away is None:
+        return at - one_away
+    return 1.5 * at - 2 * one_away + 0.5 * two_away
+
+
+def repair_clipping(x, max_run=MAX_REPAIRED_RUN):
+    """x (int16 samples) with every flat run clipped_runs finds replaced by the cubic through its
+    two neighbours that meets their values and slopes (Hermite; slopes from the two samples on
+    each side), never inside the clipping level: the rounded top a clipped waveform lost. Returns
+    float64 samples, which may exceed full scale, or None when a run is longer than max_run
+    samples (a cubic cannot stand in for a whole lost half-period)."""
+    y = np.asarray(x, dtype=np.float64).copy()
+    for a, b in clipped_runs(x):
+        if b - a > max_run:
+            return None
+        level = y[a]
+        # Neighbours: the sample on each side and its slope, from the three samples on that side
+        # (exact on a parabola), two near an edge; a run at either end of the clip keeps its
+        # level on that side: there is no slope to follow.
+        p0 = y[a - 1] if a >= 1 else level
+        m0 = _slope(y[a - 1], y[a - 2] if a >= 2 else None, y[a - 3] if a >= 3 else None)
+        p1 = y[b] if b < len(y) else level
+        m1 = -_slope(p1, y[b + 1] if b + 1 < len(y) else None,
+                     y[b + 2] if b + 2 < len(y) else None)
+        # Unit steps: t runs over the run's samples between the neighbours at 0 and 1.
+        span = float(b - a + 1)
+        t = np.arange(1, b - a + 1) / span
+        h00, h10 = 2 * t ** 3 - 3 * t ** 2 + 1, t ** 3 - 2 * t ** 2 + t
+        h01, h11 = -2 * t ** 3 + 3 * t ** 2, t ** 3 - t ** 2
+        cubic = h00 * p0 + h10 * span * m0 + h01 * p1 + h11 * span * m1
+        y[a:b] = np.maximum(cubic, level) if level > 0 else np.minimum(cubic, level)
+    return y
 
 
 def voice_features(x, rate=RATE):
