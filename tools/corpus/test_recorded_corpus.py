@@ -306,6 +306,16 @@ class SpeakerTest(unittest.TestCase):
         self.assertIn("apt-get install -y", str(caught.exception))
 
 
+class CommandLineTest(unittest.TestCase):
+    def test_help_names_every_option(self):
+        done = subprocess.run([SCRIPT, "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for option in ("--root", "--packages", "--max-files", "--repair-clipping", "--verify"):
+            self.assertIn(option, done.stdout)
+        self.assertIn("at most 5% of samples clipped", " ".join(done.stdout.split()))
+
+
 TINY_PACKAGES = ("fillets-ng-data-cs", "klettres-data", "ktuberling-data")
 TINY = ["--packages=" + ",".join(TINY_PACKAGES), "--max-files=4", "--min-speaker-seconds=3"]
 
