@@ -19,8 +19,6 @@ TARGET_SECONDS = 5.0
 MIN_FRAGMENT_SECONDS = 0.25         # less speech than this is a click or a breath, not a word
 SPEECH_FLOOR_DB = -40.0             # a frame is speech within 40 dB of the clip's loudest frame
 ABSOLUTE_FLOOR_DBFS = -60.0         # ... and above this, so digital near-silence is never speech
-# A clipped run longer than this many samples (at the clip's own rate) is not repaired.
-MAX_REPAIRED_RUN = 40
 
 
 # --- which file is whom -------------------------------------------------------------------------
@@ -231,26 +229,31 @@ def join_fragments(pieces, rate=RATE):
 def clipped_fraction(x):
     """Fraction of samples in runs of 3 or more at the clip's largest magnitude, when that is
     within 1 dB of full scale: flat tops of a clipped recording (one extreme sample is not)."""
-    x = np.abs(np.asarray(x, dtype=np.int32))
-    if len(x) == 0:
+    at_peak = _at_peak(x)
+    if at_peak is None:
         return 0.0
-    peak = x.max()
-    if peak < 32767 * 10 ** (-1 / 20.0):
-        return 0.0
-    at_peak = x >= peak - 1
     # Samples whose neighbours on both sides are at the peak too: the middle of a flat run.
     inner = at_peak[1:-1] & at_peak[:-2] & at_peak[2:]
     return float(inner.sum()) / len(x)
+
+
+def _at_peak(x):
+    """Mask of the samples at the clip's largest magnitude (within 1), or None when that is more
+    than 1 dB below full scale (or the clip is empty): nothing can be clipped."""
+    magnitude = np.abs(np.asarray(x, dtype=np.int32))
+    if len(magnitude) == 0 or magnitude.max() < 32767 * 10 ** (-1 / 20.0):
+        return None
+    return magnitude >= magnitude.max() - 1
 
 
 def clipped_runs(x):
     """[(start, end)] of the flat runs clipped_fraction counts: 3 or more samples at the clip's
     largest magnitude (within 1), when that is within 1 dB of full scale."""
     x = np.asarray(x, dtype=np.int32)
-    magnitude = np.abs(x)
-    if len(x) < 3 or magnitude.max() < 32767 * 10 ** (-1 / 20.0):
+    at_peak = _at_peak(x)
+    if at_peak is None:
         return []
-    at_peak = (magnitude >= magnitude.max() - 1).astype(np.int8)
+    at_peak = at_peak.astype(np.int8)
     # A run ends where the sign flips too: a full-scale swing from + to - is two runs.
     edges = np.flatnonzero(np.diff(np.concatenate([[0], at_peak, [0]])))
     runs = []
@@ -271,10 +274,10 @@ def _slope(at, one_away, two_away):
     return 1.5 * at - 2 * one_away + 0.5 * two_away
 
 
-def repair_clipping(x, max_run=MAX_REPAIRED_RUN):
+def repair_clipping(x, max_run):
     """x (int16 samples) with every flat run clipped_runs finds replaced by the cubic through its
-    two neighbours that meets their values and slopes (Hermite; slopes from the two samples on
-    each side), never inside the clipping level: the rounded top a clipped waveform lost. Returns
+    two neighbours that meets their values and slopes (Hermite; slopes from up to three samples
+    on each side), never inside the clipping level: the rounded top a clipped waveform lost. Returns
     float64 samples, which may exceed full scale, or None when a run is longer than max_run
     samples (a cubic cannot stand in for a whole lost half-period)."""
     y = np.asarray(x, dtype=np.float64).copy()
@@ -286,7 +289,8 @@ def repair_clipping(x, max_run=MAX_REPAIRED_RUN):
         # (exact on a parabola), two near an edge; a run at either end of the clip keeps its
         # level on that side: there is no slope to follow.
         p0 = y[a - 1] if a >= 1 else level
-        m0 = _slope(y[a - 1], y[a - 2] if a >= 2 else None, y[a - 3] if a >= 3 else None)
+        m0 = _slope(p0, y[a - 2] if a >= 2 else None,
+                    y[a - 3] if a >= 3 else None) if a >= 1 else 0.0
         p1 = y[b] if b < len(y) else level
         m1 = -_slope(p1, y[b + 1] if b + 1 < len(y) else None,
                      y[b + 2] if b + 2 < len(y) else None)

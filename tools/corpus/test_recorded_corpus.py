@@ -214,7 +214,7 @@ class RepairTest(unittest.TestCase):
         self.assertIsNotNone(rv.repair_clipping(x, max_run=4))
         quiet = (x // 2).astype(np.int16)
         self.assertEqual(rv.clipped_runs(quiet), [])
-        np.testing.assert_array_equal(rv.repair_clipping(quiet), quiet)
+        np.testing.assert_array_equal(rv.repair_clipping(quiet, max_run=4), quiet)
 
 
 class SpeakerTest(unittest.TestCase):
