@@ -495,6 +495,27 @@ TEST_F(TrainingRun, LinkedSetsAddTheirWeightedLosses) {
   auto both_validation = validation_losses(dir_ / "exp_both/100/metrics.jsonl");
   EXPECT_NE(both_validation.front(), single_validation.front());
 
+  // Each set's own loss is logged, unweighted: with weight 0 the first set's is the total (the
+  // single run's), and the second's is still evaluated (the training split's, lower here).
+  std::vector<std::pair<double, double>> zero_sets;
+  std::ifstream metrics(dir_ / "exp_zero/100/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["type"] != "validation") continue;
+    ASSERT_TRUE(record.contains("set_losses")) << line;
+    const auto& sets = record["set_losses"]["task_2spk"];
+    zero_sets.emplace_back(sets["set0"].get<double>(), sets["extra"].get<double>());
+  }
+  ASSERT_EQ(zero_sets.size(), single_validation.size());
+  for (std::size_t i = 0; i < zero_sets.size(); ++i) {
+    EXPECT_NEAR(zero_sets[i].first, single_validation[i], 1e-6 * std::abs(single_validation[i]));
+    EXPECT_TRUE(std::isfinite(zero_sets[i].second));
+    EXPECT_GT(std::abs(zero_sets[i].second - zero_sets[i].first),
+              1e-6 * std::abs(zero_sets[i].first));
+  }
+  EXPECT_NE(ignored.output.find("; sets extra "), std::string::npos) << ignored.output;
+  EXPECT_EQ(single.output.find("; sets "), std::string::npos) << single.output;
+
   // One weight per set, or a clear error.
   auto wrong = train("exp_wrong", run + linked("1.0"));
   EXPECT_EQ(wrong.exit_code, 1);

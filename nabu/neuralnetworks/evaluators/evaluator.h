@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ namespace nabu {
 struct EvaluationResult {
   double loss = 0, norm = 0;  // sums over batches (and ranks)
   int64_t batches = 0, examples = 0;
+  // With several linked sets: each set's own loss / norm, unweighted, by set name; the total
+  // above mixes them by their weights and hides which one moved.
+  std::map<std::string, double> set_values;
   // With validation_metric (metric_evaluator): its name, and its sum and count over the scored
   // utterances (for error_rate: errors over reference tokens).
   std::string metric;

@@ -157,7 +157,10 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
   int rank = communicator ? communicator->rank() : 0;
   int world = communicator ? communicator->world_size() : 1;
   EvaluationResult result;
-  for (const auto& data : sets_) {
+  // Per set: (loss, norm) unweighted, reduced over the ranks with the totals.
+  std::vector<double> set_sums(2 * sets_.size(), 0.0);
+  for (std::size_t s = 0; s < sets_.size(); ++s) {
+    const auto& data = sets_[s];
     auto pipeline = data.pipeline->start();
     for (int64_t b = 0; b < batches; ++b) {
       auto batch = pipeline->next();
@@ -168,8 +171,11 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
                                      /*training=*/false);
       auto loss =
           batch_loss(*loss_, *batch, spec_.input_names.front(), spec_.target_names, outputs);
-      result.loss += data.weight * loss.loss.item<double>();
-      result.norm += data.weight * loss.norm.item<double>();
+      const double set_loss = loss.loss.item<double>(), set_norm = loss.norm.item<double>();
+      result.loss += data.weight * set_loss;
+      result.norm += data.weight * set_norm;
+      set_sums[2 * s] += set_loss;
+      set_sums[2 * s + 1] += set_norm;
       result.batches += 1;
       result.examples += batch->size();
       if (on_batch) on_batch(*batch, outputs);
@@ -177,14 +183,20 @@ EvaluationResult TaskLossEvaluator::evaluate(int64_t max_batches, Communicator* 
     }
   }
   if (communicator && world > 1) {
-    auto sums = all_reduce_sum(*communicator,
-                               {result.loss, result.norm, static_cast<double>(result.batches),
-                                static_cast<double>(result.examples)});
+    std::vector<double> values = {result.loss, result.norm, static_cast<double>(result.batches),
+                                  static_cast<double>(result.examples)};
+    values.insert(values.end(), set_sums.begin(), set_sums.end());
+    auto sums = all_reduce_sum(*communicator, values);
     result.loss = sums[0];
     result.norm = sums[1];
     result.batches = static_cast<int64_t>(sums[2]);
     result.examples = static_cast<int64_t>(sums[3]);
+    std::copy(sums.begin() + 4, sums.end(), set_sums.begin());
   }
+  if (sets_.size() > 1)
+    for (std::size_t s = 0; s < sets_.size(); ++s)
+      result.set_values[sets_[s].set.name] =
+          set_sums[2 * s + 1] != 0 ? set_sums[2 * s] / set_sums[2 * s + 1] : 0.0;
   return result;
 }
 

@@ -94,6 +94,7 @@ StageValidation::Evaluated StageValidation::evaluate(Communicator& communicator)
     auto result = task.evaluator->evaluate(batches_, &communicator);
     out.selection.push_back(result.selection_value());
     out.losses[task.name] = result.value();
+    if (!result.set_values.empty()) out.set_losses[task.name] = result.set_values;
     out.total += result.selection_value() * task.weight;
     for (auto& clip : result.audio) out.audio.push_back(std::move(clip));
     if (result.metric.empty()) continue;
@@ -152,6 +153,11 @@ StageValidation::Outcome StageValidation::describe(const Evaluated& evaluated,
   if (evaluated.losses.size() > 1 && evaluated.metrics.empty())
     for (const auto& [name, value] : evaluated.losses)
       tasks_text += fmt::format(", {} {:.6g}", name, value);
+  // Which linked set moved: the selected total alone cannot say.
+  for (const auto& [task, sets] : evaluated.set_losses) {
+    tasks_text += evaluated.set_losses.size() > 1 ? "; " + task + " sets" : "; sets";
+    for (const auto& [set, value] : sets) tasks_text += fmt::format(" {} {:.6g}", set, value);
+  }
   const std::string selected = evaluated.metrics.empty()
                                    ? fmt::format("loss {:.6g}", evaluated.total)
                                    : evaluated.metrics_text;
@@ -164,6 +170,7 @@ StageValidation::Outcome StageValidation::describe(const Evaluated& evaluated,
   if (decision.terminate) outcome.record["reason"] = decision.reason;
   if (!evaluated.metrics.empty()) outcome.record["task_metrics"] = evaluated.metrics;
   if (!extra_sets.empty()) outcome.record["extra_sets"] = extra_sets;
+  if (!evaluated.set_losses.empty()) outcome.record["set_losses"] = evaluated.set_losses;
   outcome.text = fmt::format("[{}] validation at step {}: {}{} ({})", segment_length_, state.step,
                              selected, tasks_text, improved ? "improved" : "worse");
   return outcome;

@@ -67,6 +67,8 @@ class StageValidation {
   struct Evaluated {
     std::vector<double> selection;  // per task: the loss, or the metric it selects on
     std::map<std::string, double> losses, metrics;
+    // Per task with several linked sets: each set's own loss.
+    std::map<std::string, std::map<std::string, double>> set_losses;
     std::string metrics_text;
     double total = 0;
     std::vector<AudioClip> audio;
