@@ -6,6 +6,7 @@ those of --from-corpus run on a small corpus written here, and on data/recorded_
 
 import filecmp
 import glob
+import json
 import importlib.machinery
 import importlib.util
 import os
@@ -242,6 +243,51 @@ class HeldoutEndToEndTest(unittest.TestCase):
             self.assertEqual(done.returncode, 1)
             self.assertIn("speaker kle_xx of tt is also in tr or cv: not held out", done.stderr)
             self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+
+    def test_the_cv_split_mixes_only_validation_speakers(self):
+        speakers = self.SPEAKERS + [("kle_vv", "cv", "M", "lang_vv"),
+                                    ("ktu_ww", "cv", "F", "lang_ww")]
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = os.path.join(tmp, "corpus")
+            write_corpus(corpus, speakers)
+            root = os.path.join(tmp, "cv")
+            done = self.run_script("--from-corpus=" + corpus, "--split=cv", "--mixtures=4",
+                                   "--root=" + root)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("Validation recorded set %s from %s (cv): 2 speakers (1 F)"
+                          % (root, corpus), done.stdout)
+            self.assertFalse(os.path.exists(os.path.join(root, "2speakers", "wav8k", "min", "tt")))
+            entries = toy_lists.read_lists(os.path.join(root, "2speakers", "wav8k", "min", "cv"))
+            self.assertEqual(len(entries), 4)
+            for name, mix, sources in entries:
+                self.assertTrue(name.startswith("cvrec_"), name)
+                self.assertEqual(sorted(s for s in ("kle_vv", "ktu_ww") if s in name),
+                                 ["kle_vv", "ktu_ww"], name)
+                self.assertEqual(toy_audio.check_mixture(mix, sources, min_active_fraction=0.1)[1], 0)
+            self.assertEqual(self.run_script("--verify", "--root=" + root).returncode, 0)
+            again = self.run_script("--from-corpus=" + corpus, "--split=cv", "--mixtures=4",
+                                    "--root=" + root)
+            self.assertIn("nothing to do", again.stdout)
+            # The tt set of the same arguments is another set: made anew, and its stamp is the
+            # one tt sets had before --split existed.
+            tt = self.run_script("--from-corpus=" + corpus, "--mixtures=4", "--root=" + root)
+            self.assertEqual(tt.returncode, 0, tt.stderr)
+            self.assertNotIn("nothing to do", tt.stdout)
+            with open(os.path.join(root, recorded.STAMP)) as f:
+                self.assertNotIn("split", json.load(f))
+            # A cv speaker who also tests is refused, naming the split; nothing is written.
+            with open(os.path.join(corpus, "tt_utt2spk"), "a") as f:
+                f.write("extra_0001 kle_vv\n")
+            refused = self.run_script("--from-corpus=" + corpus, "--split=cv",
+                                      "--root=" + os.path.join(tmp, "out"))
+            self.assertEqual(refused.returncode, 1)
+            self.assertIn("speaker kle_vv of cv is also in tr or tt: not held out", refused.stderr)
+            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+
+    def test_the_cv_split_needs_a_corpus(self):
+        done = self.run_script("--split=cv", "--root=/nonexistent/out")
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("--split=cv needs --from-corpus", done.stderr)
 
     @unittest.skipUnless(os.path.exists(os.path.join(REPO, "data", "recorded_corpus", ".complete")),
                          "no data/recorded_corpus (tools/make_recorded_corpus makes it)")
