@@ -45,6 +45,14 @@ std::string generation_hint(const std::string& file) {
     if (parts[i] != "data") continue;
     if (parts[i + 1] == "recorded")
       return " (generate the recorded test set first: tools/make_recorded_eval_set)";
+    if (parts[i + 1] == "recorded_corpus")
+      return " (generate the recorded corpus first: tools/make_recorded_corpus)";
+    // The sets mixed from the recorded corpus's held-out (tt) and validation (cv) speakers.
+    for (const auto& [folder, split] : std::vector<std::pair<std::string, std::string>>{
+             {"recorded_heldout", ""}, {"recorded_cv", " --split=cv"}})
+      if (parts[i + 1] == folder)
+        return " (generate it first: tools/make_recorded_corpus, then tools/make_recorded_eval_set"
+               " --from-corpus=data/recorded_corpus" + split + ")";
     // The lists nabu prepare writes for a standard corpus (docs/corpora.md).
     static const std::vector<std::pair<std::string, std::string>> corpora{
         {"Libri", "librimix"}, {"WHAM", "wham"}, {"wsj0-", "wsj0-mix"}};

@@ -171,6 +171,18 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
                            "tools/make_recorded_eval_set)"),
             std::string::npos)
       << dc.output;
+  auto long_pit = check("SS/DBLSTM/long_PIT_SISNR_2spk");
+  EXPECT_NE(long_pit.output.find("recorded_cv/2speakers/wav8k/min/cv/mix_wav.scp' does not exist "
+                                 "(generate it first: tools/make_recorded_corpus, then "
+                                 "tools/make_recorded_eval_set --from-corpus=data/recorded_corpus "
+                                 "--split=cv)"),
+            std::string::npos)
+      << long_pit.output;
+  EXPECT_NE(long_pit.output.find("recorded_heldout/2speakers/wav8k/min/tt/mix_wav.scp' does not "
+                                 "exist (generate it first: tools/make_recorded_corpus, then "
+                                 "tools/make_recorded_eval_set --from-corpus=data/recorded_corpus)"),
+            std::string::npos)
+      << long_pit.output;
   auto babble = check("SS/DBLSTM/toy_PIT_2spk_babble_linkedsets");
   EXPECT_NE(babble.output.find("(generate the corpus first: tools/make_toy_corpus, then "
                                "tools/make_noisy_corpus)"),
