@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -515,6 +516,17 @@ TEST_F(TrainingRun, LinkedSetsAddTheirWeightedLosses) {
   }
   EXPECT_NE(ignored.output.find("; sets extra "), std::string::npos) << ignored.output;
   EXPECT_EQ(single.output.find("; sets "), std::string::npos) << single.output;
+  // tools/plot_metrics --table lists them per validation, and each one's lowest.
+  auto table = run_shell(source_dir().string() + "/tools/plot_metrics exp_zero --out zero.png "
+                         "--table", dir_.path());
+  ASSERT_EQ(table.exit_code, 0) << table.output;
+  EXPECT_NE(table.output.find("stage\tstep\tloss\textra\tset0\n"), std::string::npos)
+      << table.output;
+  char first_row[128];
+  std::snprintf(first_row, sizeof first_row, "100\t0\t%.6g\t%.6g\t%.6g\n", zero_validation[0],
+                zero_sets[0].second, zero_sets[0].first);
+  EXPECT_NE(table.output.find(first_row), std::string::npos) << first_row << table.output;
+  EXPECT_NE(table.output.find("# lowest set0: "), std::string::npos) << table.output;
 
   // One weight per set, or a clear error.
   auto wrong = train("exp_wrong", run + linked("1.0"));
