@@ -236,13 +236,20 @@ class HeldoutEndToEndTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             corpus = os.path.join(tmp, "corpus")
             write_corpus(corpus, self.SPEAKERS)
-            with open(os.path.join(corpus, "tr_utt2spk"), "a") as f:
-                f.write("extra_0001 kle_xx\n")
-            done = self.run_script("--from-corpus=" + corpus, "--mixtures=2",
-                                   "--root=" + os.path.join(tmp, "out"))
-            self.assertEqual(done.returncode, 1)
-            self.assertIn("speaker kle_xx of tt is also in tr or cv: not held out", done.stderr)
-            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+            self.assert_refused(corpus, "tr", "kle_xx", [],
+                                "speaker kle_xx of tt is also in tr or cv: not held out")
+
+    def assert_refused(self, corpus, split, speaker, options, message):
+        """Adds an utterance of speaker to the corpus's split list: the set is refused with
+        message, and nothing is written."""
+        with open(os.path.join(corpus, split + "_utt2spk"), "a") as f:
+            f.write("extra_0001 %s\n" % speaker)
+        out = os.path.join(os.path.dirname(corpus), "out")
+        done = self.run_script("--from-corpus=" + corpus, "--mixtures=2", "--root=" + out,
+                               *options)
+        self.assertEqual(done.returncode, 1)
+        self.assertIn(message, done.stderr)
+        self.assertFalse(os.path.exists(out))
 
     def test_the_cv_split_mixes_only_validation_speakers(self):
         speakers = self.SPEAKERS + [("kle_vv", "cv", "M", "lang_vv"),
@@ -275,14 +282,9 @@ class HeldoutEndToEndTest(unittest.TestCase):
             self.assertNotIn("nothing to do", tt.stdout)
             with open(os.path.join(root, recorded.STAMP)) as f:
                 self.assertNotIn("split", json.load(f))
-            # A cv speaker who also tests is refused, naming the split; nothing is written.
-            with open(os.path.join(corpus, "tt_utt2spk"), "a") as f:
-                f.write("extra_0001 kle_vv\n")
-            refused = self.run_script("--from-corpus=" + corpus, "--split=cv",
-                                      "--root=" + os.path.join(tmp, "out"))
-            self.assertEqual(refused.returncode, 1)
-            self.assertIn("speaker kle_vv of cv is also in tr or tt: not held out", refused.stderr)
-            self.assertFalse(os.path.exists(os.path.join(tmp, "out")))
+            # A cv speaker who also tests is refused, naming the split.
+            self.assert_refused(corpus, "tt", "kle_vv", ["--split=cv"],
+                                "speaker kle_vv of cv is also in tr or tt: not held out")
 
     def test_the_cv_split_needs_a_corpus(self):
         done = self.run_script("--split=cv", "--root=/nonexistent/out")
