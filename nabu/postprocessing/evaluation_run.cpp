@@ -131,7 +131,7 @@ std::string unsupported_output_handling(const ConfigSection& task) {
 }
 
 std::string test_folder_name(const TestRunOptions& options) {
-  return std::string("test") + (options.model == "avg" ? "_avg" : "") +
+  return std::string("test") + (options.model != "final" ? "_" + options.model : "") +
          (options.chunk_seconds > 0 ? fmt::format("_chunks_{}s", options.chunk_seconds)
                                     : std::string()) +
          (options.max_utterances >= 0 ? fmt::format("_first{}", options.max_utterances)

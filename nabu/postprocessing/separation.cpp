@@ -12,14 +12,21 @@
 
 namespace nabu {
 
+bool is_step_model(const std::string& model) {
+  return model.size() > 4 && model.compare(0, 4, "step") == 0 &&
+         model.find_first_not_of("0123456789", 4) == std::string::npos;
+}
+
 Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
                      bool early, const std::string& model, const c10::Device& device)
     : recipe_(recipe), segment_(segment), early_(early), device_(device) {
-  if (model != "final" && model != "avg")
-    throw Error("--model=" + model + ": expected final (model.pt) or avg (model_avg.pt)");
-  if (model == "avg" && early)
-    throw Error("--model=avg and --allow-early-testing exclude each other: the average is "
-                "written when a stage ends");
+  const bool step = is_step_model(model);
+  if (model != "final" && model != "avg" && !step)
+    throw Error("--model=" + model + ": expected final (model.pt), avg (model_avg.pt) or "
+                "step<N> (model/export/model_step<N>.pt)");
+  if (model != "final" && early)
+    throw Error("--model=" + model + " and --allow-early-testing exclude each other: "
+                "--allow-early-testing takes the latest validated model");
   const ExperimentLayout layout{expdir};
   const StageLayout stage = layout.stage(segment);
   // The test stores stay the ones the experiment's first test read (and the training's, its).
@@ -28,6 +35,18 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
   if (model == "avg" && !fs::exists(model_file_))
     throw Error(model_file_.string() + " does not exist: train with average_checkpoints = N in "
                 "trainer.cfg [trainer] to have the average of the N best validated models");
+  if (step) {
+    // The update's export (trainer.cfg export_every), of the latest stage that has one: steps
+    // count from each stage's start.
+    model_file_.clear();
+    const std::string file = "model_" + model + ".pt";
+    for (const auto& name : read_trainer_options(recipe.get("trainer.cfg")).segment_lengths)
+      if (fs::exists(layout.stage(name).export_dir() / file))
+        model_file_ = layout.stage(name).export_dir() / file;
+    if (model_file_.empty())
+      throw Error("--model=" + model + ": no stage of " + expdir.string() + " has model/export/" +
+                  file + " (trainer.cfg export_every = N exports the model every N updates)");
+  }
   if (early) {
     // The latest stage with a validated checkpoint.
     auto stages = read_trainer_options(recipe.get("trainer.cfg")).segment_lengths;

@@ -76,11 +76,15 @@ class TaskSeparation {
   std::unique_ptr<SectionReader> mixture_, usedbins_;
 };
 
+// `model` names one update's export, "step<N>" (model/export/model_step<N>.pt).
+bool is_step_model(const std::string& model);
+
 class Separator {
  public:
   // The model of stage `segment`: <expdir>/<segment>/model/model.pt (`model` = "final") or
-  // model_avg.pt ("avg", average_checkpoints), or with `early` the latest validated checkpoint of
-  // the training. The models compute on `device`.
+  // model_avg.pt ("avg", average_checkpoints), or "step<N>" the export of update N
+  // (export_every) of the latest stage that has one, or with `early` the latest validated
+  // checkpoint of the training. The models compute on `device`.
   Separator(const Recipe& recipe, const std::filesystem::path& expdir, const std::string& segment,
             bool early, const std::string& model = "final",
             const c10::Device& device = c10::kCPU);

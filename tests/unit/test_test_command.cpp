@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nabu/postprocessing/evaluation_run.h"
+#include "nabu/postprocessing/separation.h"
 #include "test_helpers.h"
 #include "training_fixture.h"
 
@@ -41,6 +42,11 @@ TEST(TestFolderName, EachOptionSetHasItsOwnFolder) {
   options.model = "avg";
   options.chunk_seconds = 0.5;
   EXPECT_EQ(test_folder_name(options), "test_avg_chunks_0.5s_first2");
+  options.model = "step1200";
+  EXPECT_EQ(test_folder_name(options), "test_step1200_chunks_0.5s_first2");
+  EXPECT_TRUE(is_step_model("step1200"));
+  for (const char* name : {"step", "step12a", "Step5", "final", "avg", "astep5"})
+    EXPECT_FALSE(is_step_model(name)) << name;
 }
 
 TEST_F(TrainingRun, TestSubsetsAreWrittenApartAndFoldersHoldOneRun) {

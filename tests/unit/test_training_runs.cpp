@@ -343,8 +343,39 @@ TEST_F(TrainingRun, AverageCheckpointsExportEveryAndKeptCheckpoints) {
   EXPECT_TRUE(fs::exists(dir_ / "exp_avg/test_avg/results_task_2spk_sdr_summary.json"));
   auto wrong = run_nabu("test --expdir=exp_avg --threads=1 --model=mean", dir_.path());
   EXPECT_EQ(wrong.exit_code, 1);
-  EXPECT_NE(wrong.output.find("--model=mean: expected final (model.pt) or avg"), std::string::npos)
+  EXPECT_NE(wrong.output.find("--model=mean: expected final (model.pt), avg (model_avg.pt) or "
+                              "step<N>"),
+            std::string::npos)
       << wrong.output;
+  // One update's export: tested apart, and the same model as that update's parameters.
+  auto step = run_nabu("test --expdir=exp_avg --threads=1 --task=task_2spk --model=step2",
+                       dir_.path());
+  ASSERT_EQ(step.exit_code, 0) << step.output;
+  EXPECT_NE(step.output.find("full/model/export/model_step2.pt"), std::string::npos)
+      << step.output;
+  EXPECT_TRUE(fs::exists(dir_ / "exp_avg/test_step2/results_task_2spk_sdr_summary.json"));
+  auto step4 = run_nabu("test --expdir=exp_avg --threads=1 --task=task_2spk --model=step4",
+                        dir_.path());
+  ASSERT_EQ(step4.exit_code, 0) << step4.output;
+  auto summary = [&](const std::string& folder) {
+    return nabu::testing::read_text(dir_ / "exp_avg" / folder /
+                                    "results_task_2spk_sdr_summary.json");
+  };
+  EXPECT_NE(summary("test_step2"), summary("test_step4"));
+  auto missing = run_nabu("test --expdir=exp_avg --threads=1 --model=step3", dir_.path());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("--model=step3: no stage of "), std::string::npos)
+      << missing.output;
+  EXPECT_NE(missing.output.find("has model/export/model_step3.pt (trainer.cfg export_every"),
+            std::string::npos)
+      << missing.output;
+  EXPECT_FALSE(fs::exists(dir_ / "exp_avg/test_step3"));
+  auto both = run_nabu("test --expdir=exp_avg --threads=1 --model=step2 --allow-early-testing",
+                       dir_.path());
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.output.find("--model=step2 and --allow-early-testing exclude each other"),
+            std::string::npos)
+      << both.output;
   auto bad = train("exp_avg_bad", "--set trainer.cfg:trainer:average_checkpoints=-2");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("average_checkpoints: must not be negative"), std::string::npos)

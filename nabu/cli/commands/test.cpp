@@ -28,7 +28,8 @@ int cmd_test(const std::vector<std::string>& args) {
        "<expdir>/test_first<N>/, apart from the full ones)")
       ("model", po::value(&options.model)->default_value("final"),
        "final: each stage's model.pt; avg: model_avg.pt, the average of the best validated\n"
-       "models (trainer.cfg average_checkpoints = N; results in <expdir>/test_avg/)")
+       "models (trainer.cfg average_checkpoints = N; results in <expdir>/test_avg/); step<N>:\n"
+       "the model of update N (trainer.cfg export_every; results in <expdir>/test_step<N>/)")
       ("chunk-seconds", po::value(&options.chunk_seconds)->default_value(0.0),
        "separate each test mixture from its audio in chunks of this length, as nabu separate\n"
        "does (results in <expdir>/test_chunks_<S>s/, to compare with whole utterances)")
