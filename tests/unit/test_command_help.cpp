@@ -31,3 +31,15 @@ TEST(CommandHelp, TheSweepExampleNamesASweepFileThatShipsAndApplies) {
       EXPECT_TRUE(shipped.get(change.file).section(change.section).has(change.key)) << change.spec;
   }
 }
+
+// The example of separating with no training names a model that ships (models/<name>).
+TEST(CommandHelp, TheSeparateExampleNamesAShippedModel) {
+  auto help = run_nabu("separate --help", source_dir());
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  std::smatch model;
+  ASSERT_TRUE(std::regex_search(help.output, model,
+                                std::regex("Example: nabu separate --model=(\\S+)")))
+      << help.output;
+  EXPECT_TRUE(fs::is_regular_file(source_dir() / "models" / model[1].str() / "card.md"))
+      << model[1].str() << " is not a shipped model";
+}

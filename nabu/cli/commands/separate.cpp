@@ -188,7 +188,7 @@ int cmd_separate(const std::vector<std::string>& args) {
           "inputs share a stem).\n\n"
           "Without --expdir, --model names a shipped model (nabu models) or a file nabu export\n"
           "wrote, and separates with no training.\n\n"
-          "Example: nabu separate --model=pit_blstm_8k --out=sep/ meeting.wav\n"
+          "Example: nabu separate --model=pit_blstm_2spk_8k --out=sep/ meeting.wav\n"
           "         nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac\n"
           "         arecord -f S16_LE -r 8000 | nabu separate --expdir=exp/causal --stream --out=live/",
           args, description, &positional))
