@@ -1,5 +1,7 @@
 #include "nabu/postprocessing/separation.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "nabu/core/error.h"
@@ -7,23 +9,76 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
+#include "nabu/neuralnetworks/trainers/model_snapshots.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/processing/signal.h"
 
 namespace nabu {
 
+namespace {
+
+bool is_number(const std::string& text) {
+  return !text.empty() && text.size() < 10 &&
+         text.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The exports of updates [from, to] of the latest stage that has any, in update order.
+std::vector<fs::path> exports_between(const ExperimentLayout& layout,
+                                      const std::vector<std::string>& stages, int64_t from,
+                                      int64_t to) {
+  std::vector<fs::path> found;
+  for (const auto& name : stages) {
+    const fs::path dir = layout.stage(name).export_dir();
+    if (!fs::is_directory(dir)) continue;
+    std::vector<std::pair<int64_t, fs::path>> steps;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string file = entry.path().filename().string();
+      const std::string prefix = "model_step", suffix = ".pt";
+      if (file.size() <= prefix.size() + suffix.size() || file.rfind(prefix, 0) != 0 ||
+          file.compare(file.size() - suffix.size(), suffix.size(), suffix) != 0)
+        continue;
+      const std::string digits =
+          file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+      if (!is_number(digits)) continue;
+      const int64_t step = std::stoll(digits);
+      if (step >= from && step <= to) steps.emplace_back(step, entry.path());
+    }
+    if (steps.empty()) continue;
+    std::sort(steps.begin(), steps.end());
+    found.clear();
+    for (const auto& [step, path] : steps) found.push_back(path);
+  }
+  return found;
+}
+
+}  // namespace
+
 bool is_step_model(const std::string& model) {
-  return model.size() > 4 && model.compare(0, 4, "step") == 0 &&
-         model.find_first_not_of("0123456789", 4) == std::string::npos;
+  return model.size() > 4 && model.compare(0, 4, "step") == 0 && is_number(model.substr(4));
+}
+
+bool parse_averaged_steps(const std::string& model, int64_t& from, int64_t& to) {
+  const auto dash = model.find('-');
+  if (model.compare(0, 3, "avg") != 0 || dash == std::string::npos) return false;
+  const std::string first = model.substr(3, dash - 3), last = model.substr(dash + 1);
+  if (!is_number(first) || !is_number(last)) return false;
+  from = std::stoll(first);
+  to = std::stoll(last);
+  return true;
 }
 
 Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::string& segment,
                      bool early, const std::string& model, const c10::Device& device)
     : recipe_(recipe), segment_(segment), early_(early), device_(device) {
   const bool step = is_step_model(model);
-  if (model != "final" && model != "avg" && !step)
-    throw Error("--model=" + model + ": expected final (model.pt), avg (model_avg.pt) or "
-                "step<N> (model/export/model_step<N>.pt)");
+  int64_t from = 0, to = 0;
+  const bool averaged = parse_averaged_steps(model, from, to);
+  if (model != "final" && model != "avg" && !step && !averaged)
+    throw Error("--model=" + model + ": expected final (model.pt), avg (model_avg.pt), "
+                "step<N> (model/export/model_step<N>.pt) or avg<A>-<B> (the mean of the "
+                "exports of updates A to B)");
+  if (averaged && from >= to)
+    throw Error("--model=" + model + ": the first update must be below the last");
   if (model != "final" && early)
     throw Error("--model=" + model + " and --allow-early-testing exclude each other: "
                 "--allow-early-testing takes the latest validated model");
@@ -47,7 +102,21 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
       throw Error("--model=" + model + ": no stage of " + expdir.string() + " has model/export/" +
                   file + " (trainer.cfg export_every = N exports the model every N updates)");
   }
-  if (early) {
+  if (averaged) {
+    // Weight averaging along the trajectory: the mean of several nearby updates' models is
+    // steadier on unseen speakers than any one of them (docs/results.md, "The shipped model").
+    average_files_ = exports_between(
+        layout, read_trainer_options(recipe.get("trainer.cfg")).segment_lengths, from, to);
+    if (average_files_.size() < 2)
+      throw Error("--model=" + model + ": " + expdir.string() + " has " +
+                  std::to_string(average_files_.size()) + " export(s) of updates " +
+                  std::to_string(from) + " to " + std::to_string(to) +
+                  " in one stage; averaging needs 2 or more (trainer.cfg export_every = N "
+                  "exports the model every N updates)");
+    model_file_ = average_files_.front();
+    spdlog::info("model: the mean of {} exports, {} to {}", average_files_.size(),
+                 average_files_.front().string(), average_files_.back().filename().string());
+  } else if (early) {
     // The latest stage with a validated checkpoint.
     auto stages = read_trainer_options(recipe.get("trainer.cfg")).segment_lengths;
     model_file_.clear();
@@ -59,7 +128,7 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
     throw Error(model_file_.string() + " does not exist: train first (nabu train), or test a "
                 "running training with --allow-early-testing");
   }
-  spdlog::info("model: {}", model_file_.string());
+  if (!averaged) spdlog::info("model: {}", model_file_.string());
   bank_ = std::make_unique<ModelBank>(recipe.get("model.cfg"));
 }
 
@@ -69,9 +138,10 @@ void Separator::build_and_load(const ModelGraph& graph, const TensorMap& inputs,
   graph.materialize(inputs, lengths);
   const std::set<std::string> models = graph.used_models();
   // A training checkpoint (--allow-early-testing) or a model file.
-  ParameterLoadReport report = early_
-                                   ? bank_->load_tensors(load_checkpoint(model_file_, {}).parameters)
-                                   : bank_->load(model_file_);
+  ParameterLoadReport report =
+      !average_files_.empty() ? bank_->load_tensors(average_parameter_files(average_files_))
+      : early_                ? bank_->load_tensors(load_checkpoint(model_file_, {}).parameters)
+                              : bank_->load(model_file_);
   // Every parameter of the models this task uses must come from the file.
   for (const auto& name : report.missing) {
     if (!models.count(name.substr(0, name.find('.')))) continue;

@@ -78,13 +78,16 @@ class TaskSeparation {
 
 // `model` names one update's export, "step<N>" (model/export/model_step<N>.pt).
 bool is_step_model(const std::string& model);
+// `model` names the mean of the exports of updates from..to, "avg<from>-<to>".
+bool parse_averaged_steps(const std::string& model, int64_t& from, int64_t& to);
 
 class Separator {
  public:
   // The model of stage `segment`: <expdir>/<segment>/model/model.pt (`model` = "final") or
   // model_avg.pt ("avg", average_checkpoints), or "step<N>" the export of update N
-  // (export_every) of the latest stage that has one, or with `early` the latest validated
-  // checkpoint of the training. The models compute on `device`.
+  // (export_every) of the latest stage that has one, or "avg<A>-<B>" the mean of that stage's
+  // exports of updates A to B, or with `early` the latest validated checkpoint of the training.
+  // The models compute on `device`.
   Separator(const Recipe& recipe, const std::filesystem::path& expdir, const std::string& segment,
             bool early, const std::string& model = "final",
             const c10::Device& device = c10::kCPU);
@@ -119,6 +122,7 @@ class Separator {
   const Recipe& recipe_;
   std::string segment_;
   std::filesystem::path model_file_;
+  std::vector<std::filesystem::path> average_files_;  // avg<A>-<B>: the exports averaged
   bool early_ = false;  // model_file_ is a training checkpoint
   std::unique_ptr<ModelBank> bank_;
   c10::Device device_;  // where the models compute; the outputs come back to the CPU

@@ -47,6 +47,16 @@ TEST(TestFolderName, EachOptionSetHasItsOwnFolder) {
   EXPECT_TRUE(is_step_model("step1200"));
   for (const char* name : {"step", "step12a", "Step5", "final", "avg", "astep5"})
     EXPECT_FALSE(is_step_model(name)) << name;
+  int64_t from = 0, to = 0;
+  EXPECT_TRUE(parse_averaged_steps("avg10500-12500", from, to));
+  EXPECT_EQ(from, 10500);
+  EXPECT_EQ(to, 12500);
+  for (const char* name : {"avg", "avg-", "avg5", "avg5-", "avg-5", "avg5-6x", "av5-6", "step5"})
+    EXPECT_FALSE(parse_averaged_steps(name, from, to)) << name;
+  options.model = "avg10-20";
+  options.chunk_seconds = 0;
+  options.max_utterances = -1;
+  EXPECT_EQ(test_folder_name(options), "test_avg10-20");
 }
 
 TEST_F(TrainingRun, TestSubsetsAreWrittenApartAndFoldersHoldOneRun) {

@@ -343,7 +343,7 @@ TEST_F(TrainingRun, AverageCheckpointsExportEveryAndKeptCheckpoints) {
   EXPECT_TRUE(fs::exists(dir_ / "exp_avg/test_avg/results_task_2spk_sdr_summary.json"));
   auto wrong = run_nabu("test --expdir=exp_avg --threads=1 --model=mean", dir_.path());
   EXPECT_EQ(wrong.exit_code, 1);
-  EXPECT_NE(wrong.output.find("--model=mean: expected final (model.pt), avg (model_avg.pt) or "
+  EXPECT_NE(wrong.output.find("--model=mean: expected final (model.pt), avg (model_avg.pt), "
                               "step<N>"),
             std::string::npos)
       << wrong.output;
@@ -362,6 +362,27 @@ TEST_F(TrainingRun, AverageCheckpointsExportEveryAndKeptCheckpoints) {
                                     "results_task_2spk_sdr_summary.json");
   };
   EXPECT_NE(summary("test_step2"), summary("test_step4"));
+  // The mean of updates 2 and 4: another model than either, in its own folder.
+  auto mean = run_nabu("test --expdir=exp_avg --threads=1 --task=task_2spk --model=avg1-4",
+                       dir_.path());
+  ASSERT_EQ(mean.exit_code, 0) << mean.output;
+  EXPECT_NE(mean.output.find("model: the mean of 2 exports"), std::string::npos) << mean.output;
+  EXPECT_NE(summary("test_avg1-4"), summary("test_step2"));
+  EXPECT_NE(summary("test_avg1-4"), summary("test_step4"));
+  // nabu export takes the mean too (this deep clustering model itself does not export).
+  auto exported = run_nabu("export --expdir=exp_avg --model=avg2-4 --out=mean.pt", dir_.path());
+  EXPECT_NE(exported.output.find("model: the mean of 2 exports"), std::string::npos)
+      << exported.output;
+  EXPECT_NE(exported.output.find("which the export does not script"), std::string::npos)
+      << exported.output;
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--model=avg4-2", "--model=avg4-2: the first update must be below the last"},
+           {"--model=avg3-4", "has 1 export(s) of updates 3 to 4 in one stage; averaging needs 2"},
+           {"--model=avg2-4 --allow-early-testing", "exclude each other"}}) {
+    auto refused = run_nabu("test --expdir=exp_avg --threads=1 " + flags, dir_.path());
+    EXPECT_EQ(refused.exit_code, 1) << flags;
+    EXPECT_NE(refused.output.find(message), std::string::npos) << flags << "\n" << refused.output;
+  }
   auto missing = run_nabu("test --expdir=exp_avg --threads=1 --model=step3", dir_.path());
   EXPECT_EQ(missing.exit_code, 1);
   EXPECT_NE(missing.output.find("--model=step3: no stage of "), std::string::npos)

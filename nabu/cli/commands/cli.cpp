@@ -109,8 +109,9 @@ void add_recording_options(po::options_description& description,
        "use the latest validated checkpoint of a training that has not finished")
       ("model", po::value(&options.model)->default_value("final"),
        "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints);\n"
-       "step<N>: the model of update N (export_every); without --expdir (nabu separate): a\n"
-       "shipped model's name (nabu models) or a file nabu export wrote")
+       "step<N>: the model of update N (export_every); avg<A>-<B>: the mean of the exports\n"
+       "of updates A to B; without --expdir (nabu separate): a shipped model's name\n"
+       "(nabu models) or a file nabu export wrote")
       ("channel", po::value(&options.channel)->default_value(0),
        "use this channel (1 = the first) of a multi-channel file; 0 mixes them down")
       ("recording", po::value(&options.recordings)->composing(), "audio files (also positional)");

@@ -18,7 +18,9 @@ int cmd_export(const std::vector<std::string>& args) {
       ("task", po::value(&request.task),
        "test task whose graph to export (default: the first of test_evaluator.cfg)")
       ("model", po::value(&request.model)->default_value("final"),
-       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints)")
+       "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints);\n"
+       "step<N>: the model of update N (export_every); avg<A>-<B>: the mean of the exports\n"
+       "of updates A to B")
       ("allow-early-testing", po::bool_switch(&request.early),
        "export the latest validated checkpoint of a training that has not finished")
       ("format", po::value(&request.format)->default_value("torchscript"),

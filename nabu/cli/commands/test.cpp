@@ -29,7 +29,8 @@ int cmd_test(const std::vector<std::string>& args) {
       ("model", po::value(&options.model)->default_value("final"),
        "final: each stage's model.pt; avg: model_avg.pt, the average of the best validated\n"
        "models (trainer.cfg average_checkpoints = N; results in <expdir>/test_avg/); step<N>:\n"
-       "the model of update N (trainer.cfg export_every; results in <expdir>/test_step<N>/)")
+       "the model of update N (trainer.cfg export_every; results in <expdir>/test_step<N>/);\n"
+       "avg<A>-<B>: the mean of the exports of updates A to B (in <expdir>/test_avg<A>-<B>/)")
       ("chunk-seconds", po::value(&options.chunk_seconds)->default_value(0.0),
        "separate each test mixture from its audio in chunks of this length, as nabu separate\n"
        "does (results in <expdir>/test_chunks_<S>s/, to compare with whole utterances)")
