@@ -57,6 +57,12 @@ bool is_step_model(const std::string& model) {
   return model.size() > 4 && model.compare(0, 4, "step") == 0 && is_number(model.substr(4));
 }
 
+bool is_experiment_model(const std::string& model) {
+  int64_t from = 0, to = 0;
+  return model == "final" || model == "avg" || is_step_model(model) ||
+         parse_averaged_steps(model, from, to);
+}
+
 bool parse_averaged_steps(const std::string& model, int64_t& from, int64_t& to) {
   const auto dash = model.find('-');
   if (model.compare(0, 3, "avg") != 0 || dash == std::string::npos) return false;
@@ -73,7 +79,7 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
   const bool step = is_step_model(model);
   int64_t from = 0, to = 0;
   const bool averaged = parse_averaged_steps(model, from, to);
-  if (model != "final" && model != "avg" && !step && !averaged)
+  if (!is_experiment_model(model))
     throw Error("--model=" + model + ": expected final (model.pt), avg (model_avg.pt), "
                 "step<N> (model/export/model_step<N>.pt) or avg<A>-<B> (the mean of the "
                 "exports of updates A to B)");
@@ -90,23 +96,26 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
   if (model == "avg" && !fs::exists(model_file_))
     throw Error(model_file_.string() + " does not exist: train with average_checkpoints = N in "
                 "trainer.cfg [trainer] to have the average of the N best validated models");
+  // Exports (trainer.cfg export_every) of the latest stage that has one in the range: steps
+  // count from each stage's start.
+  if (step) from = to = std::stoll(model.substr(4));
+  const std::vector<fs::path> exports =
+      step || averaged
+          ? exports_between(layout, read_trainer_options(recipe.get("trainer.cfg")).segment_lengths,
+                            from, to)
+          : std::vector<fs::path>{};
   if (step) {
-    // The update's export (trainer.cfg export_every), of the latest stage that has one: steps
-    // count from each stage's start.
-    model_file_.clear();
-    const std::string file = "model_" + model + ".pt";
-    for (const auto& name : read_trainer_options(recipe.get("trainer.cfg")).segment_lengths)
-      if (fs::exists(layout.stage(name).export_dir() / file))
-        model_file_ = layout.stage(name).export_dir() / file;
-    if (model_file_.empty())
+    if (exports.empty())
       throw Error("--model=" + model + ": no stage of " + expdir.string() + " has model/export/" +
-                  file + " (trainer.cfg export_every = N exports the model every N updates)");
+                  "model_" + model + ".pt (trainer.cfg export_every = N exports the model every N "
+                  "updates)");
+    model_file_ = exports.front();
   }
   if (averaged) {
-    // Weight averaging along the trajectory: the mean of several nearby updates' models is
-    // steadier on unseen speakers than any one of them (docs/results.md, "The shipped model").
-    average_files_ = exports_between(
-        layout, read_trainer_options(recipe.get("trainer.cfg")).segment_lengths, from, to);
+    // Weight averaging along the trajectory: it smooths the swings between neighbouring
+    // updates' models (docs/results.md, "Validating on recorded speakers, and how much one
+    // checkpoint says").
+    average_files_ = exports;
     if (average_files_.size() < 2)
       throw Error("--model=" + model + ": " + expdir.string() + " has " +
                   std::to_string(average_files_.size()) + " export(s) of updates " +

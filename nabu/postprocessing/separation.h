@@ -80,6 +80,8 @@ class TaskSeparation {
 bool is_step_model(const std::string& model);
 // `model` names the mean of the exports of updates from..to, "avg<from>-<to>".
 bool parse_averaged_steps(const std::string& model, int64_t& from, int64_t& to);
+// `model` names a model of an experiment: final, avg, step<N> or avg<A>-<B>.
+bool is_experiment_model(const std::string& model);
 
 class Separator {
  public:

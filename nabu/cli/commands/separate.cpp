@@ -116,9 +116,7 @@ int separate_with_exported(const CommonOptions& common, const RecordingOptions& 
                            const std::string& out, FileSeparationOptions options, bool stream,
                            const std::string& precision) {
   const std::string& name = recordings.model;
-  int64_t from = 0, to = 0;
-  if (name == "final" || name == "avg" || is_step_model(name) ||
-      parse_averaged_steps(name, from, to))
+  if (is_experiment_model(name))
     throw Error("--expdir (a trained experiment) or --model=<shipped model> is required; "
                 "nabu models lists the shipped models");
   const std::string flag = "--model=" + name;
