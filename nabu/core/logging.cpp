@@ -47,6 +47,10 @@ void log_to_file(const std::filesystem::path& path) {
     auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path.string(), false);
     file->set_pattern("[%Y-%m-%d %H:%M:%S] [%l] " + prefix() + "%v");
     sinks.push_back(file);
+    // Every line reaches the file at once: `tail -f run.log` follows a training as it goes, a
+    // killed process loses no buffered lines, and processes appending to the same log (a
+    // training and a test, or workers) interleave whole lines instead of 8 KiB blocks.
+    logger->flush_on(spdlog::level::trace);
   } catch (const spdlog::spdlog_ex& e) {
     throw Error(path.string() + ": cannot open log file: " + e.what());
   }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <sstream>
 
+#include "nabu/core/logging.h"
 #include "nabu/neuralnetworks/trainers/progress.h"
 #include "test_helpers.h"
 
@@ -56,4 +57,21 @@ TEST(TrainingProgress, CountsUpToTheMaxStepsCapNotTheEpochTotal) {
   uncapped.start(10, 20);
   lines = logged([&] { uncapped.step(step_number(11), /*line=*/true); });
   EXPECT_NE(lines.find("[full] step 11/20 "), std::string::npos) << lines;
+}
+
+// The experiment's log is written line by line, not in 8 KiB blocks: a training's progress is in
+// run.log as it is printed (`tail -f`), and a process killed by SIGKILL leaves its last lines.
+TEST(RunLog, EachLineIsInTheFileAsItIsLogged) {
+  TempDir dir;
+  auto logger = spdlog::default_logger();
+  const auto sinks = logger->sinks();
+  log_to_file(dir / "run.log");
+  spdlog::warn("the first line");
+  std::string first = read_text(dir / "run.log");
+  spdlog::warn("the second line");
+  std::string second = read_text(dir / "run.log");
+  logger->sinks() = sinks;  // the test binary's console logger again
+  logger->flush_on(spdlog::level::off);
+  EXPECT_NE(first.find("[warning] the first line"), std::string::npos) << first;
+  EXPECT_NE(second.find("the second line"), std::string::npos) << second;
 }
