@@ -28,6 +28,7 @@ bool is_path_key(const std::string& file, const std::string& key) {
            key == "label2index_dir" || key == "processor_config";
   if (file == "trainer.cfg")
     return key == "dynamic_mixing_sources" || key == "dynamic_mixing_utt2spk" ||
+           key == "dynamic_mixing_spk2f0" ||
            key == "init_file";
   return key == "alphabet_file";
 }

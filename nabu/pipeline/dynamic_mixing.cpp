@@ -42,7 +42,8 @@ std::vector<double> values_of(const torch::Tensor& x) {
 
 SourcePool SourcePool::from_lists(const std::vector<std::string>& lists,
                                   const std::vector<std::string>& utt2spk,
-                                  const std::string& root) {
+                                  const std::string& root,
+                                  const std::vector<std::string>& spk2f0) {
   if (utt2spk.size() > 1 && utt2spk.size() != lists.size())
     throw DataError(std::to_string(utt2spk.size()) + " utt2spk files for " +
                     std::to_string(lists.size()) + " source lists; give one for all or one per list");
@@ -71,7 +72,38 @@ SourcePool SourcePool::from_lists(const std::vector<std::string>& lists,
                                          : std::to_string(source.list) + "/" + it->second;
   }
   pool.index();
+  if (!spk2f0.empty()) {
+    if (spk2f0.size() != utt2spk.size())
+      throw DataError(std::to_string(spk2f0.size()) + " spk2f0 files for " +
+                      std::to_string(utt2spk.size()) +
+                      " utt2spk files; give one per utt2spk file (they name the same speakers)");
+    pool.read_pitch(spk2f0, root);
+  }
   return pool;
+}
+
+void SourcePool::read_pitch(const std::vector<std::string>& spk2f0, const std::string& root) {
+  std::map<std::string, double> f0_of;
+  for (std::size_t u = 0; u < spk2f0.size(); ++u)
+    for (const auto& line : read_data_lines({spk2f0[u]}, 1, root)) {
+      auto f0 = line.fields.size() == 1 ? parse_double(line.fields.front()) : std::nullopt;
+      if (!f0 || !(*f0 > 0) || !std::isfinite(*f0))
+        throw DataError(line.origin + ": expected 'speaker f0' with f0 in Hz above 0");
+      // As the speakers' names: with one file per list, the list is part of the name.
+      f0_of[spk2f0.size() == 1 ? line.utterance : std::to_string(u) + "/" + line.utterance] = *f0;
+    }
+  speaker_f0_.clear();
+  for (std::size_t s = 0; s < speaker_names_.size(); ++s) {
+    auto it = f0_of.find(speaker_names_[s]);
+    if (it == f0_of.end()) {
+      const std::string& name = speaker_names_[s];
+      std::size_t slash = spk2f0.size() == 1 ? std::string::npos : name.find('/');
+      std::size_t file = slash == std::string::npos ? 0 : std::stoul(name.substr(0, slash));
+      throw DataError(spk2f0[file] + ": no f0 for speaker '" +
+                      (slash == std::string::npos ? name : name.substr(slash + 1)) + "'");
+    }
+    speaker_f0_.push_back(it->second);
+  }
 }
 
 SourcePool SourcePool::from_source_lines(const std::vector<DataLine>& lines) {
@@ -104,11 +136,13 @@ void SourcePool::index() {
     auto [it, added] = speaker_index.emplace(source.speaker, by_speaker_.size());
     if (added) {
       by_speaker_.emplace_back();
+      speaker_names_.push_back(source.speaker);
       // A speaker belongs to the list of its first utterance.
       if (speakers_of_list_.size() <= source.list) speakers_of_list_.resize(source.list + 1);
       speakers_of_list_[source.list].push_back(it->second);
     }
     by_speaker_[it->second].push_back(i);
+    speaker_of_source_.push_back(it->second);
   }
 }
 
@@ -118,7 +152,37 @@ int64_t SourcePool::num_speakers_of_list(std::size_t list) const {
 }
 
 std::vector<std::size_t> SourcePool::draw(std::mt19937_64& rng, int count,
-                                          const std::vector<double>& shares) const {
+                                          const std::vector<double>& shares,
+                                          const NearPitch& near) const {
+  std::vector<std::size_t> chosen = draw_speakers(rng, count, shares);
+  if (near.share > 0 && count > 1) match_pitch(rng, near, chosen);
+  return chosen;
+}
+
+void SourcePool::match_pitch(std::mt19937_64& rng, const NearPitch& near,
+                             std::vector<std::size_t>& chosen) const {
+  if (speaker_f0_.empty())
+    throw DataError("pitch-matched dynamic mixing needs each speaker's f0 (spk2f0)");
+  // Drawn after the speakers, so the mixtures that are not pitch-matched stay as they were.
+  if (uniform(rng, 0.0, 1.0) >= near.share) return;
+  const std::size_t first = speaker_of_source_[chosen.front()];
+  std::vector<std::size_t> near_speakers;
+  for (std::size_t s = 0; s < speaker_f0_.size(); ++s)
+    if (s != first &&
+        std::abs(12.0 * std::log2(speaker_f0_[s] / speaker_f0_[first])) <= near.semitones)
+      near_speakers.push_back(s);
+  if (near_speakers.size() + 1 < chosen.size()) return;
+  // A partial Fisher-Yates shuffle: distinct near speakers for the other sources.
+  for (std::size_t k = 1; k < chosen.size(); ++k) {
+    std::size_t pick = (k - 1) + below(rng, near_speakers.size() - (k - 1));
+    std::swap(near_speakers[k - 1], near_speakers[pick]);
+    const auto& utterances = by_speaker_[near_speakers[k - 1]];
+    chosen[k] = utterances[below(rng, utterances.size())];
+  }
+}
+
+std::vector<std::size_t> SourcePool::draw_speakers(std::mt19937_64& rng, int count,
+                                                   const std::vector<double>& shares) const {
   if (!shares.empty()) return draw_by_shares(rng, count, shares);
   if (count > num_speakers())
     throw DataError("dynamic mixing needs " + std::to_string(count) +
@@ -273,7 +337,7 @@ void DynamicMixtureSet::load_pool(const Recipe& recipe, const std::vector<DataLi
         options_.source_lists.empty()
             ? SourcePool::from_source_lines(source_lines)
             : SourcePool::from_lists(options_.source_lists, options_.utt2spk,
-                                     recipe.list_root()));
+                                     recipe.list_root(), options_.spk2f0));
   } catch (const Error& e) {
     throw DataError(what_ + ": dynamic mixing sources (" +
                     (options_.source_lists.empty() ? std::string("the task's source lines")
@@ -354,7 +418,8 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
   std::mt19937_64 rng(stable_hash(std::to_string(options_.seed) + ":" + std::to_string(epoch) +
                                   ":" + std::to_string(index)));
   Draw d;
-  d.sources = pool_->draw(rng, num_sources_, options_.shares);
+  d.sources = pool_->draw(rng, num_sources_, options_.shares,
+                          {options_.near_pitch, options_.near_semitones});
   // As the corpus: s1 at +g, s2 at -g, further sources at their own g; |g| <= range / 2.
   double half = options_.level_range / 2.0;
   double g = uniform(rng, -half, half);

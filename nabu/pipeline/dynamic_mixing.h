@@ -25,6 +25,15 @@
 
 namespace nabu {
 
+// Pitch matching: with probability `share` a mixture's other speakers are drawn among all
+// speakers whose median f0 lies within `semitones` of its first speaker's (the pairs a model
+// separates worst: docs/results.md, "Voices of the same pitch"). When fewer such speakers exist,
+// the mixture stays as drawn.
+struct NearPitch {
+  double share = 0.0;
+  double semitones = 3.0;
+};
+
 // The single-speaker utterances dynamic mixing draws from.
 class SourcePool {
  public:
@@ -36,10 +45,13 @@ class SourcePool {
   // Kaldi-style lists: "utt path" lines (wav.scp), and optionally "utt speaker" lines
   // (utt2spk) so that a mixture never has one speaker twice: one utt2spk for all lists, or one
   // per list (then a speaker is a speaker of its list: two lists may both have an "spk1").
-  // `root`: Recipe::list_root, for relative paths in the lists.
+  // `root`: Recipe::list_root, for relative paths in the lists. `spk2f0`: each speaker's
+  // median f0 in Hz ("speaker f0" lines, as many files as utt2spk, naming the same speakers),
+  // for pitch-matched draws; every speaker needs one.
   static SourcePool from_lists(const std::vector<std::string>& lists,
                                const std::vector<std::string>& utt2spk,
-                               const std::string& root = "");
+                               const std::string& root = "",
+                               const std::vector<std::string>& spk2f0 = {});
   // Every field of every line is a source (the s1 s2 ... lists of stored mixtures); speakers
   // are unknown, so only the same file is never drawn twice for one mixture.
   static SourcePool from_source_lines(const std::vector<DataLine>& lines);
@@ -49,19 +61,31 @@ class SourcePool {
   int64_t num_speakers() const { return static_cast<int64_t>(by_speaker_.size()); }
   // Speakers whose utterances come from list `list`.
   int64_t num_speakers_of_list(std::size_t list) const;
+  bool has_pitch() const { return !speaker_f0_.empty(); }
+
   // `count` sources of `count` different speakers, then one of each one's utterances. Without
   // `shares` the speakers are drawn uniformly from all lists; with one share per list, each
   // source's list is drawn with these weights first, then a speaker of that list not yet in the
-  // mixture. Throws DataError when there are too few speakers.
+  // mixture. Then `near`, if its share is positive. Throws DataError when there are too few
+  // speakers.
   std::vector<std::size_t> draw(std::mt19937_64& rng, int count,
-                                const std::vector<double>& shares = {}) const;
+                                const std::vector<double>& shares = {},
+                                const NearPitch& near = {}) const;
 
  private:
   void index();  // reads every header, checks the rate, groups by speaker
+  void read_pitch(const std::vector<std::string>& spk2f0, const std::string& root);
+  std::vector<std::size_t> draw_speakers(std::mt19937_64& rng, int count,
+                                         const std::vector<double>& shares) const;
   std::vector<std::size_t> draw_by_shares(std::mt19937_64& rng, int count,
                                           const std::vector<double>& shares) const;
+  void match_pitch(std::mt19937_64& rng, const NearPitch& near,
+                   std::vector<std::size_t>& chosen) const;
   std::vector<Source> sources_;
   std::vector<std::vector<std::size_t>> by_speaker_;
+  std::vector<std::string> speaker_names_;     // by speaker index
+  std::vector<std::size_t> speaker_of_source_;  // by source index
+  std::vector<double> speaker_f0_;              // Hz by speaker index; empty: no spk2f0
   std::vector<std::vector<std::size_t>> speakers_of_list_;  // speaker indices per list
   int sample_rate_ = 0;
 };

@@ -310,6 +310,92 @@ TEST(DynamicMixing, SharesDrawEachSourcesListByItsWeight) {
             std::string::npos);
 }
 
+// Pitch matching: with dynamic_mixing_near_pitch = p a mixture's other speakers are, with
+// probability p, speakers within the given semitones of its first speaker's median f0.
+TEST(DynamicMixing, NearPitchDrawsVoicesOfTheSamePitch) {
+  MixingRecipe data;
+  // spk0 and spk1 are 0.7 semitones apart, spk2 and spk3 0.9; the two pairs an octave apart.
+  write_text(data.dir / "spk2f0", "spk0 100\nspk1 104\nspk2 200\nspk3 190\n");
+  auto pool = SourcePool::from_lists({(data.dir / "sources.scp").string()},
+                                     {(data.dir / "utt2spk").string()}, "",
+                                     {(data.dir / "spk2f0").string()});
+  ASSERT_TRUE(pool.has_pitch());
+  auto speaker = [&](std::size_t source) { return pool.sources()[source].speaker; };
+  auto near_pair = [&](const std::vector<std::size_t>& drawn) {
+    std::set<std::string> pair{speaker(drawn[0]), speaker(drawn[1])};
+    return pair == std::set<std::string>{"spk0", "spk1"} ||
+           pair == std::set<std::string>{"spk2", "spk3"};
+  };
+  std::mt19937_64 rng(7);
+  std::set<std::string> firsts;
+  for (int i = 0; i < 400; ++i) {
+    auto drawn = pool.draw(rng, 2, {}, {1.0, 2.0});
+    EXPECT_TRUE(near_pair(drawn)) << speaker(drawn[0]) << " " << speaker(drawn[1]);
+    firsts.insert(speaker(drawn[0]));
+  }
+  EXPECT_EQ(firsts.size(), 4u);  // the first speaker is drawn as before
+  // Half the mixtures matched; of the others a third are near pairs by chance: 2/3 in all.
+  int near = 0;
+  const int draws = 3000;
+  for (int i = 0; i < draws; ++i) near += near_pair(pool.draw(rng, 2, {}, {0.5, 2.0}));
+  EXPECT_NEAR(near / static_cast<double>(draws), 2.0 / 3.0, 0.03);
+  // Share 0 draws exactly what a pool without pitch draws.
+  std::mt19937_64 a(11), b(11);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(pool.draw(a, 2, {}, {0.0, 2.0}), pool.draw(b, 2));
+  // Three speakers where each has one near voice: the mixture stays as drawn.
+  for (int i = 0; i < 50; ++i) {
+    auto drawn = pool.draw(rng, 3, {}, {1.0, 2.0});
+    EXPECT_EQ((std::set<std::string>{speaker(drawn[0]), speaker(drawn[1]), speaker(drawn[2])})
+                  .size(),
+              3u);
+  }
+
+  // One file per list: the names are the lists' own (both lists call theirs spk0 and spk1).
+  write_text(data.dir / "a.scp", "x0 " + (data.dir / "sources/spk0_0.wav").string() + "\nx1 " +
+                                     (data.dir / "sources/spk1_0.wav").string() + "\n");
+  write_text(data.dir / "b.scp", "y0 " + (data.dir / "sources/spk2_0.wav").string() + "\ny1 " +
+                                     (data.dir / "sources/spk3_0.wav").string() + "\n");
+  write_text(data.dir / "a_utt2spk", "x0 spk0\nx1 spk1\n");
+  write_text(data.dir / "b_utt2spk", "y0 spk0\ny1 spk1\n");
+  write_text(data.dir / "a_spk2f0", "spk0 100\nspk1 300\n");
+  write_text(data.dir / "b_spk2f0", "spk0 101\nspk1 298\n");
+  auto lists = SourcePool::from_lists(
+      {(data.dir / "a.scp").string(), (data.dir / "b.scp").string()},
+      {(data.dir / "a_utt2spk").string(), (data.dir / "b_utt2spk").string()}, "",
+      {(data.dir / "a_spk2f0").string(), (data.dir / "b_spk2f0").string()});
+  for (int i = 0; i < 100; ++i) {
+    auto drawn = lists.draw(rng, 2, {1.0, 1.0}, {1.0, 1.0});
+    std::set<std::string> names{lists.sources()[drawn[0]].name, lists.sources()[drawn[1]].name};
+    EXPECT_TRUE(names == (std::set<std::string>{"x0", "y0"}) ||
+                names == (std::set<std::string>{"x1", "y1"}));
+  }
+
+  // Bad files: named, with the speaker or the line.
+  write_text(data.dir / "short_spk2f0", "spk0 100\nspk1 104\nspk2 200\n");
+  auto message = error_of([&] {
+    SourcePool::from_lists({(data.dir / "sources.scp").string()}, {(data.dir / "utt2spk").string()},
+                           "", {(data.dir / "short_spk2f0").string()});
+  });
+  EXPECT_NE(message.find("short_spk2f0: no f0 for speaker 'spk3'"), std::string::npos) << message;
+  write_text(data.dir / "bad_spk2f0", "spk0 100\nspk1 high\n");
+  message = error_of([&] {
+    SourcePool::from_lists({(data.dir / "sources.scp").string()}, {(data.dir / "utt2spk").string()},
+                           "", {(data.dir / "bad_spk2f0").string()});
+  });
+  EXPECT_NE(message.find("bad_spk2f0:2: expected 'speaker f0' with f0 in Hz above 0"),
+            std::string::npos)
+      << message;
+  message = error_of([&] {
+    SourcePool::from_lists({(data.dir / "sources.scp").string()}, {(data.dir / "utt2spk").string()},
+                           "", {(data.dir / "spk2f0").string(), (data.dir / "spk2f0").string()});
+  });
+  EXPECT_NE(message.find("2 spk2f0 files for 1 utt2spk files"), std::string::npos) << message;
+  auto unpitched = SourcePool::from_lists({(data.dir / "sources.scp").string()},
+                                          {(data.dir / "utt2spk").string()});
+  EXPECT_NE(error_of([&] { unpitched.draw(rng, 2, {}, {0.5, 2.0}); }).find("needs each speaker's f0"),
+            std::string::npos);
+}
+
 TEST(DynamicMixing, ExamplesAreTheRecipeProcessorsOnTheMixtureAndItsSources) {
   MixingRecipe data;
   Recipe recipe = data.recipe();
@@ -521,6 +607,20 @@ TEST(DynamicMixing, DefaultPoolAndConfigurationErrors) {
       << message;
   message = trainer("dynamic_mixing = True\ndynamic_mixing_level_range = -1\n");
   EXPECT_NE(message.find("dynamic_mixing_level_range"), std::string::npos) << message;
+  const std::string lists =
+      "dynamic_mixing = True\ndynamic_mixing_sources = a.scp\ndynamic_mixing_utt2spk = u\n";
+  EXPECT_EQ(trainer(lists + "dynamic_mixing_spk2f0 = f\ndynamic_mixing_near_pitch = 0.5\n"), "");
+  message = trainer(lists + "dynamic_mixing_near_pitch = 0.5\n");
+  EXPECT_NE(message.find("dynamic_mixing_near_pitch: needs dynamic_mixing_spk2f0"),
+            std::string::npos)
+      << message;
+  message = trainer(lists + "dynamic_mixing_spk2f0 = f\ndynamic_mixing_near_pitch = 1.5\n");
+  EXPECT_NE(message.find("dynamic_mixing_near_pitch: is a probability"), std::string::npos)
+      << message;
+  message = trainer(lists + "dynamic_mixing_spk2f0 = f g\n");
+  EXPECT_NE(message.find("dynamic_mixing_spk2f0: has 2 files for 1 dynamic_mixing_utt2spk"),
+            std::string::npos)
+      << message;
 }
 
 TEST(DynamicMixing, ProcessSignalsEqualsProcessOnTheFiles) {

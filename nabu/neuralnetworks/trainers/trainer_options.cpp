@@ -270,6 +270,15 @@ void declare_dynamic_mixing_sources(OptionsReader& r, DataOptions& d) {
     "probability share_i / sum (then a speaker of that list not yet in the mixture), so "
     "'0.5 0.5' mixes recorded with recorded, recorded with synthetic and synthetic with "
     "synthetic as 1:2:1; empty = speakers drawn uniformly from all lists");
+  r("dynamic_mixing_spk2f0", d.mixing.spk2f0,
+    "new: 'speaker f0' lines, each speaker's median pitch in Hz (tools/speaker_f0 writes them), "
+    "as many files as dynamic_mixing_utt2spk; for dynamic_mixing_near_pitch");
+  r("dynamic_mixing_near_pitch", d.mixing.near_pitch,
+    "new: share of the mixtures whose other speakers are drawn among those within "
+    "dynamic_mixing_near_semitones of the first speaker's median f0 (voices of the same pitch "
+    "are what a mask model separates worst); 0 = off");
+  r("dynamic_mixing_near_semitones", d.mixing.near_semitones,
+    "new: how close in pitch a pitch-matched mixture's speakers are, in semitones");
   r("dynamic_mixing_level_range", d.mixing.level_range,
     "new: relative level of two sources, uniform in +-this many dB");
   r("dynamic_mixing_speed_range", d.mixing.speed_range,
@@ -346,6 +355,16 @@ void check_dynamic_mixing_lists(const OptionsReader& r, const DataOptions& d) {
   }
   r.require(d.mixing.shares.empty() || share_total > 0, "dynamic_mixing_shares",
             "must not all be 0");
+  r.require(d.mixing.spk2f0.empty() || d.mixing.spk2f0.size() == d.mixing.utt2spk.size(),
+            "dynamic_mixing_spk2f0",
+            "has " + std::to_string(d.mixing.spk2f0.size()) + " files for " +
+                std::to_string(d.mixing.utt2spk.size()) +
+                " dynamic_mixing_utt2spk files; give one per utt2spk file");
+  r.require(d.mixing.near_pitch >= 0 && d.mixing.near_pitch <= 1, "dynamic_mixing_near_pitch",
+            "is a probability: must be in [0, 1]");
+  r.require(d.mixing.near_pitch == 0 || !d.mixing.spk2f0.empty(), "dynamic_mixing_near_pitch",
+            "needs dynamic_mixing_spk2f0 (each speaker's median f0)");
+  r.require(d.mixing.near_semitones > 0, "dynamic_mixing_near_semitones", "must be positive");
 }
 
 }  // namespace
