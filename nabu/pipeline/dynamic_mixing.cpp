@@ -155,11 +155,12 @@ std::vector<std::size_t> SourcePool::draw(std::mt19937_64& rng, int count,
                                           const std::vector<double>& shares,
                                           const NearPitch& near) const {
   std::vector<std::size_t> chosen = draw_speakers(rng, count, shares);
-  if (near.share > 0 && count > 1) match_pitch(rng, near, chosen);
+  if (near.share > 0 && count > 1) match_pitch(rng, near, shares, chosen);
   return chosen;
 }
 
 void SourcePool::match_pitch(std::mt19937_64& rng, const NearPitch& near,
+                             const std::vector<double>& shares,
                              std::vector<std::size_t>& chosen) const {
   if (speaker_f0_.empty())
     throw DataError("pitch-matched dynamic mixing needs each speaker's f0 (spk2f0)");
@@ -167,10 +168,13 @@ void SourcePool::match_pitch(std::mt19937_64& rng, const NearPitch& near,
   if (uniform(rng, 0.0, 1.0) >= near.share) return;
   const std::size_t first = speaker_of_source_[chosen.front()];
   std::vector<std::size_t> near_speakers;
-  for (std::size_t s = 0; s < speaker_f0_.size(); ++s)
-    if (s != first &&
-        std::abs(12.0 * std::log2(speaker_f0_[s] / speaker_f0_[first])) <= near.semitones)
+  for (std::size_t s = 0; s < speaker_f0_.size(); ++s) {
+    // A list with a share of 0 stays out here too.
+    const std::size_t list = sources_[by_speaker_[s].front()].list;
+    if (s == first || (!shares.empty() && !(list < shares.size() && shares[list] > 0))) continue;
+    if (std::abs(12.0 * std::log2(speaker_f0_[s] / speaker_f0_[first])) <= near.semitones)
       near_speakers.push_back(s);
+  }
   if (near_speakers.size() + 1 < chosen.size()) return;
   // A partial Fisher-Yates shuffle: distinct near speakers for the other sources.
   for (std::size_t k = 1; k < chosen.size(); ++k) {

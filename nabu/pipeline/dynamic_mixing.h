@@ -27,8 +27,8 @@ namespace nabu {
 
 // Pitch matching: with probability `share` a mixture's other speakers are drawn among all
 // speakers whose median f0 lies within `semitones` of its first speaker's (the pairs a model
-// separates worst: docs/results.md, "Voices of the same pitch"). When fewer such speakers exist,
-// the mixture stays as drawn.
+// separates worst: docs/results.md, "Voices of the same pitch"), leaving out lists with a share
+// of 0. When fewer such speakers exist, the mixture stays as drawn.
 struct NearPitch {
   double share = 0.0;
   double semitones = 3.0;
@@ -79,7 +79,7 @@ class SourcePool {
                                          const std::vector<double>& shares) const;
   std::vector<std::size_t> draw_by_shares(std::mt19937_64& rng, int count,
                                           const std::vector<double>& shares) const;
-  void match_pitch(std::mt19937_64& rng, const NearPitch& near,
+  void match_pitch(std::mt19937_64& rng, const NearPitch& near, const std::vector<double>& shares,
                    std::vector<std::size_t>& chosen) const;
   std::vector<Source> sources_;
   std::vector<std::vector<std::size_t>> by_speaker_;

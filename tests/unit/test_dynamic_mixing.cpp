@@ -369,6 +369,10 @@ TEST(DynamicMixing, NearPitchDrawsVoicesOfTheSamePitch) {
     EXPECT_TRUE(names == (std::set<std::string>{"x0", "y0"}) ||
                 names == (std::set<std::string>{"x1", "y1"}));
   }
+  // A list with a share of 0 gives no near voice: the mixtures stay within the first list.
+  for (int i = 0; i < 50; ++i)
+    for (auto source : lists.draw(rng, 2, {1.0, 0.0}, {1.0, 1.0}))
+      EXPECT_EQ(lists.sources()[source].list, 0u);
 
   // Bad files: named, with the speaker or the line.
   write_text(data.dir / "short_spk2f0", "spk0 100\nspk1 104\nspk2 200\n");
