@@ -164,7 +164,7 @@ void SourcePool::match_pitch(std::mt19937_64& rng, const NearPitch& near,
                              std::vector<std::size_t>& chosen) const {
   if (speaker_f0_.empty())
     throw DataError("pitch-matched dynamic mixing needs each speaker's f0 (spk2f0)");
-  // Drawn after the speakers, so the mixtures that are not pitch-matched stay as they were.
+  // The coin comes after the speaker draw: the first speaker is the one drawn without matching.
   if (uniform(rng, 0.0, 1.0) >= near.share) return;
   const std::size_t first = speaker_of_source_[chosen.front()];
   std::vector<std::size_t> near_speakers;
