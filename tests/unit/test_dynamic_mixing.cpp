@@ -329,19 +329,28 @@ TEST(DynamicMixing, NearPitchDrawsVoicesOfTheSamePitch) {
   std::mt19937_64 rng(7);
   std::set<std::string> firsts;
   for (int i = 0; i < 400; ++i) {
+    std::mt19937_64 unmatched = rng;
     auto drawn = pool.draw(rng, 2, {}, {1.0, 2.0});
     EXPECT_TRUE(near_pair(drawn)) << speaker(drawn[0]) << " " << speaker(drawn[1]);
+    // The first source is the one the same generator draws without pitch matching.
+    EXPECT_EQ(drawn[0], pool.draw(unmatched, 2)[0]);
     firsts.insert(speaker(drawn[0]));
   }
-  EXPECT_EQ(firsts.size(), 4u);  // the first speaker is drawn as before
+  EXPECT_EQ(firsts.size(), 4u);
   // Half the mixtures matched; of the others a third are near pairs by chance: 2/3 in all.
   int near = 0;
   const int draws = 3000;
   for (int i = 0; i < draws; ++i) near += near_pair(pool.draw(rng, 2, {}, {0.5, 2.0}));
   EXPECT_NEAR(near / static_cast<double>(draws), 2.0 / 3.0, 0.03);
-  // Share 0 draws exactly what a pool without pitch draws.
+  // Share 0 draws exactly what a pool without any f0 draws, and takes no more from the generator
+  // (the gains drawn after it are the same too).
+  auto unpitched = SourcePool::from_lists({(data.dir / "sources.scp").string()},
+                                          {(data.dir / "utt2spk").string()});
   std::mt19937_64 a(11), b(11);
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(pool.draw(a, 2, {}, {0.0, 2.0}), pool.draw(b, 2));
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(pool.draw(a, 2, {}, {0.0, 2.0}), unpitched.draw(b, 2));
+    EXPECT_EQ(a, b);
+  }
   // Three speakers where each has one near voice: the mixture stays as drawn.
   for (int i = 0; i < 50; ++i) {
     auto drawn = pool.draw(rng, 3, {}, {1.0, 2.0});
@@ -394,8 +403,6 @@ TEST(DynamicMixing, NearPitchDrawsVoicesOfTheSamePitch) {
                            "", {(data.dir / "spk2f0").string(), (data.dir / "spk2f0").string()});
   });
   EXPECT_NE(message.find("2 spk2f0 files for 1 utt2spk files"), std::string::npos) << message;
-  auto unpitched = SourcePool::from_lists({(data.dir / "sources.scp").string()},
-                                          {(data.dir / "utt2spk").string()});
   EXPECT_NE(error_of([&] { unpitched.draw(rng, 2, {}, {0.5, 2.0}); }).find("needs each speaker's f0"),
             std::string::npos);
 }
@@ -624,6 +631,10 @@ TEST(DynamicMixing, DefaultPoolAndConfigurationErrors) {
   message = trainer(lists + "dynamic_mixing_spk2f0 = f g\n");
   EXPECT_NE(message.find("dynamic_mixing_spk2f0: has 2 files for 1 dynamic_mixing_utt2spk"),
             std::string::npos)
+      << message;
+  message = trainer(
+      "dynamic_mixing = True\ndynamic_mixing_sources = a.scp\ndynamic_mixing_spk2f0 = f\n");
+  EXPECT_NE(message.find("dynamic_mixing_spk2f0: needs dynamic_mixing_utt2spk"), std::string::npos)
       << message;
 }
 

@@ -72,12 +72,31 @@ class PitchBreakdownTest(unittest.TestCase):
         self.assertGreater(float(far[5]), 10.0)
         self.assertGreater(float(far[6]), 10.0)
 
+    def test_unscored_mixtures_are_counted_and_left_out(self):
+        # nabu test writes an empty field for a mixture it could not score.
+        path = os.path.join(self.test, "results_t_sdr_utterances.csv")
+        with open(path) as f:
+            text = f.read().replace("m3,x,low high,10.0,", "m3,x,low high,,")
+        with open(path, "w") as f:
+            f.write(text)
+        done = self.run_tool()
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(self.rows(done.stdout)["7 or more"][0], "0")
+        self.assertIn("(1 mixture(s) the scorer could not score left out)", done.stdout)
+
     def test_unknown_speakers_and_missing_files_are_one_line(self):
         with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
             f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nhigh\tF\t200\n")
         done = self.run_tool()
         self.assertEqual(done.returncode, 1)
         self.assertIn("speakers.tsv: no median f0 for speaker 'near'", done.stderr)
+        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
+            f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nnear\tM\t0\nhigh\tF\t200\n")
+        done = self.run_tool()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("speakers.tsv:3: median_f0_hz of 'near' is not a pitch in Hz", done.stderr)
+        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
+            f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nnear\tM\t104\nhigh\tF\t200\n")
         os.remove(os.path.join(self.test, "results_t_sdr_utterances.csv"))
         done = self.run_tool()
         self.assertEqual(done.returncode, 1)

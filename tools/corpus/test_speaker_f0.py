@@ -24,7 +24,8 @@ class SpeakerF0Test(unittest.TestCase):
         self.dir = self.tmp.name
         scp, utt2spk = [], []
         # Two speakers; each utterance a harmonic tone near its speaker's pitch.
-        for speaker, pitches in (("low", (98.0, 100.0, 103.0)), ("high", (205.0, 210.0, 220.0))):
+        # high_0 (the first by name) is far below its speaker's median: --utterances=1 shows.
+        for speaker, pitches in (("low", (98.0, 100.0, 103.0)), ("high", (170.0, 210.0, 220.0))):
             for i, f0 in enumerate(pitches):
                 name = "%s_%d" % (speaker, i)
                 toy_audio.write_wav(os.path.join(self.dir, name + ".wav"),
@@ -60,7 +61,7 @@ class SpeakerF0Test(unittest.TestCase):
         self.assertEqual(self.run_tool("--utterances=1").returncode, 0)
         with open(os.path.join(self.dir, "out/spk2f0")) as f:
             f0 = {line.split()[0]: float(line.split()[1]) for line in f}
-        self.assertAlmostEqual(f0["high"], 205.0, delta=8.2)
+        self.assertAlmostEqual(f0["high"], 170.0, delta=6.8)
 
     def test_bad_lists_are_one_line_naming_the_file_and_nothing_is_written(self):
         self.write("utt2spk", ["low_0 low", "low_1"])
@@ -77,6 +78,16 @@ class SpeakerF0Test(unittest.TestCase):
         done = self.run_tool()
         self.assertEqual(done.returncode, 1)
         self.assertIn("speaker 'quiet': none of its first 20 utterances is voiced", done.stderr)
+        self.write("wav.scp", ["low_0 gone.wav"])
+        self.write("utt2spk", ["low_0 low"])
+        done = self.run_tool()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("gone.wav: cannot read", done.stderr)
+        self.write("utt2spk", [""])
+        done = self.run_tool()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("utt2spk: names no utterance", done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out/spk2f0")))
 
 
 if __name__ == "__main__":

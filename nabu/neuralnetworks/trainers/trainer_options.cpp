@@ -355,6 +355,8 @@ void check_dynamic_mixing_lists(const OptionsReader& r, const DataOptions& d) {
   }
   r.require(d.mixing.shares.empty() || share_total > 0, "dynamic_mixing_shares",
             "must not all be 0");
+  r.require(d.mixing.spk2f0.empty() || !d.mixing.utt2spk.empty(), "dynamic_mixing_spk2f0",
+            "needs dynamic_mixing_utt2spk (it gives the f0 of the speakers those files name)");
   r.require(d.mixing.spk2f0.empty() || d.mixing.spk2f0.size() == d.mixing.utt2spk.size(),
             "dynamic_mixing_spk2f0",
             "has " + std::to_string(d.mixing.spk2f0.size()) + " files for " +
