@@ -30,6 +30,12 @@ std::size_t below(std::mt19937_64& rng, std::size_t count) {
   return static_cast<std::size_t>(rng() % count);
 }
 
+// A speaker's name in the pool. With one speaker file (utt2spk, spk2f0) per list, the list is
+// part of who a speaker is, so two lists may both have an "spk1".
+std::string speaker_key(std::size_t files, std::size_t list, const std::string& name) {
+  return files == 1 ? name : std::to_string(list) + "/" + name;
+}
+
 std::vector<double> values_of(const torch::Tensor& x) {
   auto contiguous = x.to(torch::kFloat64).contiguous();
   return std::vector<double>(contiguous.data_ptr<double>(),
@@ -67,9 +73,7 @@ SourcePool SourcePool::from_lists(const std::vector<std::string>& lists,
     auto it = speaker_of[u].find(source.name);
     if (it == speaker_of[u].end())
       throw DataError(utt2spk[u] + ": no speaker for utterance '" + source.name + "'");
-    // With one utt2spk per list, the list is part of who a speaker is.
-    source.speaker = utt2spk.size() == 1 ? it->second
-                                         : std::to_string(source.list) + "/" + it->second;
+    source.speaker = speaker_key(utt2spk.size(), source.list, it->second);
   }
   pool.index();
   if (!spk2f0.empty()) {
@@ -89,18 +93,18 @@ void SourcePool::read_pitch(const std::vector<std::string>& spk2f0, const std::s
       auto f0 = line.fields.size() == 1 ? parse_double(line.fields.front()) : std::nullopt;
       if (!f0 || !(*f0 > 0) || !std::isfinite(*f0))
         throw DataError(line.origin + ": expected 'speaker f0' with f0 in Hz above 0");
-      // As the speakers' names: with one file per list, the list is part of the name.
-      f0_of[spk2f0.size() == 1 ? line.utterance : std::to_string(u) + "/" + line.utterance] = *f0;
+      f0_of[speaker_key(spk2f0.size(), u, line.utterance)] = *f0;
     }
   speaker_f0_.clear();
-  for (std::size_t s = 0; s < speaker_names_.size(); ++s) {
-    auto it = f0_of.find(speaker_names_[s]);
+  for (const auto& utterances : by_speaker_) {
+    const Source& source = sources_[utterances.front()];
+    auto it = f0_of.find(source.speaker);
     if (it == f0_of.end()) {
-      const std::string& name = speaker_names_[s];
-      std::size_t slash = spk2f0.size() == 1 ? std::string::npos : name.find('/');
-      std::size_t file = slash == std::string::npos ? 0 : std::stoul(name.substr(0, slash));
-      throw DataError(spk2f0[file] + ": no f0 for speaker '" +
-                      (slash == std::string::npos ? name : name.substr(slash + 1)) + "'");
+      // The file that should name it, and its name there (without the list's prefix).
+      const std::size_t file = spk2f0.size() == 1 ? 0 : source.list;
+      const std::size_t prefix = speaker_key(spk2f0.size(), file, "").size();
+      throw DataError(spk2f0[file] + ": no f0 for speaker '" + source.speaker.substr(prefix) +
+                      "'");
     }
     speaker_f0_.push_back(it->second);
   }
@@ -136,7 +140,6 @@ void SourcePool::index() {
     auto [it, added] = speaker_index.emplace(source.speaker, by_speaker_.size());
     if (added) {
       by_speaker_.emplace_back();
-      speaker_names_.push_back(source.speaker);
       // A speaker belongs to the list of its first utterance.
       if (speakers_of_list_.size() <= source.list) speakers_of_list_.resize(source.list + 1);
       speakers_of_list_[source.list].push_back(it->second);

@@ -83,7 +83,6 @@ class SourcePool {
                    std::vector<std::size_t>& chosen) const;
   std::vector<Source> sources_;
   std::vector<std::vector<std::size_t>> by_speaker_;
-  std::vector<std::string> speaker_names_;     // by speaker index
   std::vector<std::size_t> speaker_of_source_;  // by source index
   std::vector<double> speaker_f0_;              // Hz by speaker index; empty: no spk2f0
   std::vector<std::vector<std::size_t>> speakers_of_list_;  // speaker indices per list

@@ -382,10 +382,20 @@ TEST(DynamicMixing, NearPitchDrawsVoicesOfTheSamePitch) {
   for (int i = 0; i < 50; ++i)
     for (auto source : lists.draw(rng, 2, {1.0, 0.0}, {1.0, 1.0}))
       EXPECT_EQ(lists.sources()[source].list, 0u);
+  // A speaker missing from its list's file is named as that file names speakers.
+  write_text(data.dir / "b_short_spk2f0", "spk0 101\n");
+  auto message = error_of([&] {
+    SourcePool::from_lists(
+        {(data.dir / "a.scp").string(), (data.dir / "b.scp").string()},
+        {(data.dir / "a_utt2spk").string(), (data.dir / "b_utt2spk").string()}, "",
+        {(data.dir / "a_spk2f0").string(), (data.dir / "b_short_spk2f0").string()});
+  });
+  EXPECT_NE(message.find("b_short_spk2f0: no f0 for speaker 'spk1'"), std::string::npos)
+      << message;
 
   // Bad files: named, with the speaker or the line.
   write_text(data.dir / "short_spk2f0", "spk0 100\nspk1 104\nspk2 200\n");
-  auto message = error_of([&] {
+  message = error_of([&] {
     SourcePool::from_lists({(data.dir / "sources.scp").string()}, {(data.dir / "utt2spk").string()},
                            "", {(data.dir / "short_spk2f0").string()});
   });
@@ -403,7 +413,8 @@ TEST(DynamicMixing, NearPitchDrawsVoicesOfTheSamePitch) {
                            "", {(data.dir / "spk2f0").string(), (data.dir / "spk2f0").string()});
   });
   EXPECT_NE(message.find("2 spk2f0 files for 1 utt2spk files"), std::string::npos) << message;
-  EXPECT_NE(error_of([&] { unpitched.draw(rng, 2, {}, {0.5, 2.0}); }).find("needs each speaker's f0"),
+  EXPECT_NE(error_of([&] { unpitched.draw(rng, 2, {}, {0.5, 2.0}); })
+                .find("needs each speaker's f0"),
             std::string::npos);
 }
 

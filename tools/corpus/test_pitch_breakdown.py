@@ -25,8 +25,7 @@ class PitchBreakdownTest(unittest.TestCase):
         self.test = os.path.join(self.root, "test")
         os.makedirs(self.test)
         os.makedirs(self.set)
-        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
-            f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nnear\tM\t104\nhigh\tF\t200\n")
+        self.write_speakers([("low", 100), ("near", 104), ("high", 200)])
         # Two pairs 0.7 semitones apart, one an octave apart.
         self.mixtures = (("m1", "low near", 1.0, 0.5, 100, 104),
                          ("m2", "near low", 2.0, 1.5, 104, 100),
@@ -47,6 +46,19 @@ class PitchBreakdownTest(unittest.TestCase):
 
     def tearDown(self):
         self.tmp.cleanup()
+
+    def write_speakers(self, speakers):
+        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
+            f.write("id\tgender\tmedian_f0_hz\n")
+            for name, f0 in speakers:
+                f.write("%s\tM\t%s\n" % (name, f0))
+
+    def assert_refused(self, message):
+        """The tool exits 1 with `message`, one line on stderr."""
+        done = self.run_tool()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn(message, done.stderr)
+        self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
 
     def run_tool(self, *extra):
         return subprocess.run(["/usr/bin/python3", SCRIPT, "--test=" + self.test, "--task=t",
@@ -85,23 +97,13 @@ class PitchBreakdownTest(unittest.TestCase):
         self.assertIn("(1 mixture(s) the scorer could not score left out)", done.stdout)
 
     def test_unknown_speakers_and_missing_files_are_one_line(self):
-        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
-            f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nhigh\tF\t200\n")
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("speakers.tsv: no median f0 for speaker 'near'", done.stderr)
-        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
-            f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nnear\tM\t0\nhigh\tF\t200\n")
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("speakers.tsv:3: median_f0_hz of 'near' is not a pitch in Hz", done.stderr)
-        with open(os.path.join(self.set, "speakers.tsv"), "w") as f:
-            f.write("id\tgender\tmedian_f0_hz\nlow\tM\t100\nnear\tM\t104\nhigh\tF\t200\n")
+        self.write_speakers([("low", 100), ("high", 200)])
+        self.assert_refused("speakers.tsv: no median f0 for speaker 'near'")
+        self.write_speakers([("low", 100), ("near", 0), ("high", 200)])
+        self.assert_refused("speakers.tsv:3: median_f0_hz of 'near' is not a pitch in Hz")
+        self.write_speakers([("low", 100), ("near", 104), ("high", 200)])
         os.remove(os.path.join(self.test, "results_t_sdr_utterances.csv"))
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("results_t_sdr_utterances.csv: cannot read", done.stderr)
-        self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
+        self.assert_refused("results_t_sdr_utterances.csv: cannot read")
 
 
 if __name__ == "__main__":

@@ -63,31 +63,27 @@ class SpeakerF0Test(unittest.TestCase):
             f0 = {line.split()[0]: float(line.split()[1]) for line in f}
         self.assertAlmostEqual(f0["high"], 170.0, delta=6.8)
 
+    def assert_refused(self, message):
+        """The tool exits 1 with `message`, one line on stderr, and writes no spk2f0."""
+        done = self.run_tool()
+        self.assertEqual(done.returncode, 1)
+        self.assertIn(message, done.stderr)
+        self.assertEqual(len(done.stderr.strip().splitlines()), 1, done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out/spk2f0")))
+
     def test_bad_lists_are_one_line_naming_the_file_and_nothing_is_written(self):
         self.write("utt2spk", ["low_0 low", "low_1"])
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("utt2spk:2: expected 'utterance value'", done.stderr)
+        self.assert_refused("utt2spk:2: expected 'utterance value'")
         self.write("utt2spk", ["nobody_0 low"])
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("utterance 'nobody_0' is not in wav.scp", done.stderr)
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out/spk2f0")))
+        self.assert_refused("utterance 'nobody_0' is not in wav.scp")
         self.write("utt2spk", ["low_0 quiet"])
         toy_audio.write_wav(os.path.join(self.dir, "low_0.wav"), np.zeros(8000, np.int16))
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("speaker 'quiet': none of its first 20 utterances is voiced", done.stderr)
+        self.assert_refused("speaker 'quiet': none of its first 20 utterances is voiced")
         self.write("wav.scp", ["low_0 gone.wav"])
         self.write("utt2spk", ["low_0 low"])
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("gone.wav: cannot read", done.stderr)
+        self.assert_refused("gone.wav: cannot read")
         self.write("utt2spk", [""])
-        done = self.run_tool()
-        self.assertEqual(done.returncode, 1)
-        self.assertIn("utt2spk: names no utterance", done.stderr)
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out/spk2f0")))
+        self.assert_refused("utt2spk: names no utterance")
 
 
 if __name__ == "__main__":
