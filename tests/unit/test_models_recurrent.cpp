@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
+#include "nabu/neuralnetworks/models/bf16_matmul.h"
 #include "nabu/neuralnetworks/models/fused_lstm.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
@@ -21,8 +22,10 @@ torch::Tensor to_bf16_and_back(const torch::Tensor& t) {
   return t.to(torch::kBFloat16).to(t.scalar_type());
 }
 
-// Which products of the LSTM equations have their operands and result rounded to bf16, as the
-// fused layer computes them under a bf16 autocast.
+// Which products of the LSTM equations have their operands rounded to bf16, as the fused layer
+// computes them under a bf16 autocast: all of them (the layer of several sequences), whose
+// results stay fp32 where the build has oneDNN (bf16_matmul::rounds_results() otherwise), or only
+// the input projections (one short sequence), whose results LibTorch's bf16 linear rounds.
 enum class Bf16Products { kNone, kInput, kInputAndRecurrent };
 
 // LibTorch's LSTM equations (gate rows i, f, g, o), one utterance x [T, D].
@@ -31,18 +34,21 @@ torch::Tensor fused_lstm_reference(const torch::Tensor& x, const Params& p,
                                    Bf16Products bf16 = Bf16Products::kNone) {
   auto w_ih = p.at("weight_ih_l0" + suffix), w_hh = p.at("weight_hh_l0" + suffix);
   auto b = p.at("bias_ih_l0" + suffix) + p.at("bias_hh_l0" + suffix);
-  // W v, with W, v and the result rounded to bf16 when `rounded`.
-  auto product = [](bool rounded, const torch::Tensor& w, const torch::Tensor& v) {
-    return rounded ? to_bf16_and_back(torch::mv(to_bf16_and_back(w), to_bf16_and_back(v)))
-                   : torch::mv(w, v);
+  // W v, with W and v rounded to bf16 when `operands`, and the result when `result`.
+  auto product = [](bool operands, bool result, const torch::Tensor& w, const torch::Tensor& v) {
+    if (!operands) return torch::mv(w, v);
+    auto exact = torch::mv(to_bf16_and_back(w), to_bf16_and_back(v));
+    return result ? to_bf16_and_back(exact) : exact;
   };
   const bool input_bf16 = bf16 != Bf16Products::kNone;
   const bool recurrent_bf16 = bf16 == Bf16Products::kInputAndRecurrent;
+  const bool results_rounded = !recurrent_bf16 || bf16_matmul::rounds_results();
   const int64_t units = w_hh.size(1);
   auto h = torch::zeros({units}, x.options()), c = torch::zeros({units}, x.options());
   std::vector<torch::Tensor> out;
   for (int64_t t = 0; t < x.size(0); ++t) {
-    auto g = product(input_bf16, w_ih, x[t]) + product(recurrent_bf16, w_hh, h) + b;
+    auto g = product(input_bf16, results_rounded, w_ih, x[t]) +
+             product(recurrent_bf16, results_rounded, w_hh, h) + b;
     auto i = torch::sigmoid(g.narrow(0, 0, units)), f = torch::sigmoid(g.narrow(0, units, units));
     auto candidate = torch::tanh(g.narrow(0, 2 * units, units));
     auto o = torch::sigmoid(g.narrow(0, 3 * units, units));
@@ -227,9 +233,10 @@ TEST(ModelRecurrent, LibtorchLstmPathMatchesTheFusedLayer) {
 }
 
 // bf16 (trainer.cfg precision = bf16 on the CPU): the fused layer computes every product with
-// operands and result rounded to bf16, and all else in float. Against the LSTM equations in double
-// with exactly those roundings it agrees far more closely than the fp32 layer does (so the
-// products really are bf16), and it stays near the fp32 layer in outputs and gradients.
+// operands rounded to bf16 (results as fused_lstm_reference says), and all else in float. Against
+// the LSTM equations in double with exactly those roundings it agrees far more closely than the
+// fp32 layer does (so the products really are bf16), and it stays near the fp32 layer in outputs
+// and gradients.
 TEST(ModelRecurrent, FusedLstmUnderBf16AutocastComputesItsProductsInBf16) {
   torch::manual_seed(29);
   const std::vector<int64_t> lengths{40, 17, 33};

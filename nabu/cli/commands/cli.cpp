@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/allocator.h"
 #include "nabu/core/error.h"
 #include "nabu/core/interrupted.h"
 #include "nabu/core/logging.h"
@@ -238,6 +239,7 @@ int run_main(int argc, char** argv) {
   // A write beyond a file-size limit (ulimit -f, quotas) fails with an error we report, instead
   // of killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
+  keep_freed_buffers_for_reuse();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_usage();
