@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/allocator.h"
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
@@ -71,6 +72,7 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::keep_freed_buffers_for_reuse();  // as the nabu program does
   try {
     Settings s = parse(argc, argv);
     torch::set_num_threads(static_cast<int>(s.threads));

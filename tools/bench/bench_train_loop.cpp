@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/allocator.h"
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
@@ -29,6 +30,7 @@ std::string value_of(const std::string& argument, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::keep_freed_buffers_for_reuse();  // as the nabu program does
   try {
     std::string recipe_dir;
     int64_t batch = 16, frames = 100, steps = 30, threads = 2;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/allocator.h"
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
@@ -64,6 +65,7 @@ Settings parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::keep_freed_buffers_for_reuse();  // as the nabu program does
   try {
     const Settings s = parse(argc, argv);
     torch::set_num_threads(static_cast<int>(s.threads));

@@ -403,10 +403,13 @@ struct Bf16Layer : public torch::autograd::Function<Bf16Layer> {
       const at::Tensor& w_ih = saved[2 + kSavedPerDirection * d + 5];
       const int64_t units = states[d].hidden.size(2);
       const at::Tensor g = grad_gates[d].gates_bf16.view({steps * batch, 4 * units});
-      // dx = sum over directions of G W_ih; dW_ih = G^T x; db = the column sums of G.
-      const at::Tensor grad_x_direction = bf16_matmul::product(g, w_ih);
-      if (grad_x.defined()) grad_x.add_(grad_x_direction);
-      else grad_x = grad_x_direction;
+      // dx = sum over directions of G W_ih (unless x needs none: the features into the first
+      // layer); dW_ih = G^T x; db = the column sums of G.
+      if (ctx->needs_input_grad(0)) {
+        const at::Tensor grad_x_direction = bf16_matmul::product(g, w_ih);
+        if (grad_x.defined()) grad_x.add_(grad_x_direction);
+        else grad_x = grad_x_direction;
+      }
       const at::Tensor grad_bias = grad_gates[d].gates.view({steps * batch, 4 * units}).sum(0);
       weight_grads.insert(weight_grads.end(),
                           {bf16_matmul::product(g.t(), x_bf16),
@@ -416,7 +419,7 @@ struct Bf16Layer : public torch::autograd::Function<Bf16Layer> {
                                                      at::kBFloat16),
                            grad_bias, grad_bias});
     }
-    variable_list grads{grad_x.view({steps, batch, -1})};
+    variable_list grads{grad_x.defined() ? grad_x.view({steps, batch, -1}) : at::Tensor()};
     grads.insert(grads.end(), weight_grads.begin(), weight_grads.end());
     grads.emplace_back();  // lengths
     return grads;

@@ -100,10 +100,10 @@ NABU_INLINE void backward_units(const float* __restrict a, const float* __restri
 }  // namespace
 
 float sigmoid(float x) { return sigmoid_of(x); }
+float tanh(float x) { return tanh_of(x); }
 void round_to_bf16(const float* values, uint16_t* out, int64_t count) {
   round_units(values, out, count);
 }
-float tanh(float x) { return tanh_of(x); }
 
 NABU_FRAME_KERNEL
 void forward(const Forward& frame, int64_t batch, int64_t units, const int64_t* lengths,
