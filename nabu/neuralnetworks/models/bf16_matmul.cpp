@@ -2,14 +2,10 @@
 
 #include <torch/torch.h>
 
-#include <optional>
-#include <string>
-#include <unordered_map>
-
 #include "nabu_onednn.h"  // NABU_WITH_ONEDNN (generated: nabu/CMakeLists.txt)
 
 #if NABU_WITH_ONEDNN
-#include <oneapi/dnnl/dnnl.hpp>
+#include "nabu/neuralnetworks/models/onednn_products.h"
 #endif
 
 namespace nabu::bf16_matmul {
@@ -21,37 +17,17 @@ at::Tensor rounded_product(const at::Tensor& a, const at::Tensor& b) {
 }
 
 #if NABU_WITH_ONEDNN
-using DataType = dnnl::memory::data_type;
-
-dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
-// Each thread its own in-order stream: the two directions of a layer run on two threads.
-dnnl::stream& thread_stream() {
-  thread_local dnnl::stream stream(cpu_engine());
-  return stream;
-}
-
-// A 2-D tensor as oneDNN sees it: its sizes and strides.
-dnnl::memory::desc matrix_desc(const at::Tensor& t, DataType type) {
-  return dnnl::memory::desc({t.size(0), t.size(1)}, type, {t.stride(0), t.stride(1)});
-}
-
-dnnl::memory::desc plain_desc(int64_t rows, int64_t columns, DataType type) {
-  return dnnl::memory::desc({rows, columns}, type, dnnl::memory::format_tag::ab);
-}
-
 // oneDNN wants positive strides: a broadcast view is copied first.
 at::Tensor with_positive_strides(const at::Tensor& t) {
   return t.stride(0) > 0 && t.stride(1) > 0 ? t : t.contiguous();
 }
 
-void run(const dnnl::primitive& primitive, const std::unordered_map<int, dnnl::memory>& args) {
-  auto& stream = thread_stream();
-  primitive.execute(stream, args);
-  stream.wait();
+onednn::MatrixLayout layout_of(const at::Tensor& t) {
+  return {t.size(0), t.size(1), t.stride(0), t.stride(1)};
+}
+
+const uint16_t* bf16_data(const at::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
 }
 #endif
 
@@ -61,29 +37,15 @@ bool built_with_onednn() { return NABU_WITH_ONEDNN != 0; }
 
 bool packed_available() {
 #if NABU_WITH_ONEDNN
-  // Where oneDNN has only its reference kernels for bf16 (no AVX-512), they are far slower than
-  // LibTorch's path: packing pays only with the CPU's own bf16 kernels.
-  static const bool available = [] {
-    try {
-      dnnl::matmul::primitive_desc pd(
-          dnnl::matmul::desc(plain_desc(16, 64, DataType::bf16), plain_desc(64, 64, DataType::bf16),
-                             plain_desc(16, 64, DataType::f32)),
-          cpu_engine());
-      return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return available;
+  return onednn::bf16_kernels_available();
 #else
   return false;
 #endif
 }
 
 #if NABU_WITH_ONEDNN
-struct RepeatedProduct::Packed {
-  dnnl::matmul primitive;
-  dnnl::memory weight, source, destination;
+struct RepeatedProduct::Packed : onednn::PackedProduct {
+  using onednn::PackedProduct::PackedProduct;
 };
 #else
 struct RepeatedProduct::Packed {};
@@ -98,29 +60,9 @@ RepeatedProduct::RepeatedProduct(const at::Tensor& weight, int64_t rows, bool ac
     return;
   }
 #if NABU_WITH_ONEDNN
-  const int64_t k = weight.size(0), n = weight.size(1);
-  dnnl::primitive_attr attributes;
-  if (accumulate) {
-    dnnl::post_ops sum;
-    sum.append_sum(1.0f);
-    attributes.set_post_ops(sum);
-  }
-  const dnnl::memory::desc any_layout({k, n}, DataType::bf16, dnnl::memory::format_tag::any);
-  dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(plain_desc(rows, k, DataType::bf16), any_layout,
-                         plain_desc(rows, n, DataType::f32)),
-      attributes, cpu_engine());
-  auto& engine = cpu_engine();
   const at::Tensor fp32_weight = with_positive_strides(weight);
-  dnnl::memory user(matrix_desc(fp32_weight, DataType::f32), engine, fp32_weight.data_ptr());
-  packed_ = std::make_unique<Packed>();
-  packed_->weight = dnnl::memory(pd.weights_desc(), engine);
-  // One reorder rounds the fp32 weight to bf16 and lays it out for the kernel.
-  run(dnnl::reorder(user, packed_->weight),
-      {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, packed_->weight}});
-  packed_->primitive = dnnl::matmul(pd);
-  packed_->source = dnnl::memory(pd.src_desc(), engine, DNNL_MEMORY_NONE);
-  packed_->destination = dnnl::memory(pd.dst_desc(), engine, DNNL_MEMORY_NONE);
+  packed_ = std::make_unique<Packed>(fp32_weight.data_ptr<float>(), layout_of(fp32_weight), rows,
+                                     accumulate);
 #endif
 }
 
@@ -137,11 +79,7 @@ void RepeatedProduct::multiply(const uint16_t* a, float* out) {
     return;
   }
 #if NABU_WITH_ONEDNN
-  packed_->source.set_data_handle(const_cast<uint16_t*>(a));
-  packed_->destination.set_data_handle(out);
-  run(packed_->primitive, {{DNNL_ARG_SRC, packed_->source},
-                           {DNNL_ARG_WEIGHTS, packed_->weight},
-                           {DNNL_ARG_DST, packed_->destination}});
+  packed_->multiply(a, out);
 #endif
 }
 
@@ -167,23 +105,9 @@ void product_into(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bi
   const at::Tensor left = with_positive_strides(a.to(at::kBFloat16));
   const at::Tensor right = with_positive_strides(b.to(at::kBFloat16));
   const at::Tensor shift = bias.defined() ? bias.to(at::kFloat).contiguous() : at::Tensor();
-  const auto source_desc = matrix_desc(left, DataType::bf16);
-  const auto weights_desc = matrix_desc(right, DataType::bf16);
-  const auto destination_desc = matrix_desc(out, DataType::f32);
-  auto& engine = cpu_engine();
-  std::unordered_map<int, dnnl::memory> args;
-  std::optional<dnnl::matmul::primitive_desc> pd;
-  if (shift.defined()) {
-    const dnnl::memory::desc bias_desc = plain_desc(1, b.size(1), DataType::f32);
-    pd.emplace(dnnl::matmul::desc(source_desc, weights_desc, bias_desc, destination_desc), engine);
-    args[DNNL_ARG_BIAS] = dnnl::memory(bias_desc, engine, shift.data_ptr());
-  } else {
-    pd.emplace(dnnl::matmul::desc(source_desc, weights_desc, destination_desc), engine);
-  }
-  args[DNNL_ARG_SRC] = dnnl::memory(source_desc, engine, left.data_ptr());
-  args[DNNL_ARG_WEIGHTS] = dnnl::memory(weights_desc, engine, right.data_ptr());
-  args[DNNL_ARG_DST] = dnnl::memory(destination_desc, engine, out.data_ptr());
-  run(dnnl::matmul(*pd), args);
+  onednn::product(bf16_data(left), layout_of(left), bf16_data(right), layout_of(right),
+                  shift.defined() ? shift.data_ptr<float>() : nullptr, out.data_ptr<float>(),
+                  layout_of(out));
 #endif
 }
 
