@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
-#include "nabu/neuralnetworks/models/bf16_matmul.h"
 #include "nabu/neuralnetworks/models/fused_lstm.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
@@ -24,8 +23,8 @@ torch::Tensor to_bf16_and_back(const torch::Tensor& t) {
 
 // Which products of the LSTM equations have their operands rounded to bf16, as the fused layer
 // computes them under a bf16 autocast: all of them (the layer of several sequences), whose
-// results stay fp32 where the build has oneDNN (bf16_matmul::rounds_results() otherwise), or only
-// the input projections (one short sequence), whose results LibTorch's bf16 linear rounds.
+// results stay fp32 (bf16_matmul.h), or only the input projections (one short sequence), whose
+// results LibTorch's bf16 linear rounds.
 enum class Bf16Products { kNone, kInput, kInputAndRecurrent };
 
 // LibTorch's LSTM equations (gate rows i, f, g, o), one utterance x [T, D].
@@ -42,7 +41,7 @@ torch::Tensor fused_lstm_reference(const torch::Tensor& x, const Params& p,
   };
   const bool input_bf16 = bf16 != Bf16Products::kNone;
   const bool recurrent_bf16 = bf16 == Bf16Products::kInputAndRecurrent;
-  const bool results_rounded = !recurrent_bf16 || bf16_matmul::rounds_results();
+  const bool results_rounded = !recurrent_bf16;
   const int64_t units = w_hh.size(1);
   auto h = torch::zeros({units}, x.options()), c = torch::zeros({units}, x.options());
   std::vector<torch::Tensor> out;

@@ -11,9 +11,9 @@
 namespace nabu::bf16_matmul {
 namespace {
 
-// LibTorch's path: at::mm on bf16 tensors, its result rounded to bf16.
-at::Tensor rounded_product(const at::Tensor& a, const at::Tensor& b) {
-  return at::mm(a.to(at::kBFloat16), b.to(at::kBFloat16)).to(at::kFloat);
+// A float tensor of t's values rounded to bf16.
+at::Tensor rounded_to_bf16(const at::Tensor& t) {
+  return t.to(at::kBFloat16).to(at::kFloat);
 }
 
 #if NABU_WITH_ONEDNN
@@ -56,7 +56,7 @@ RepeatedProduct::RepeatedProduct(const at::Tensor& weight, int64_t rows, bool ac
   TORCH_CHECK(weight.dim() == 2 && weight.scalar_type() == at::kFloat && weight.device().is_cpu(),
               "bf16 product: a float CPU matrix, got ", weight.sizes());
   if (!packed_available() || rows == 0 || weight.numel() == 0) {
-    weight_bf16_ = weight.to(at::kBFloat16);
+    rounded_weight_ = rounded_to_bf16(weight);
     return;
   }
 #if NABU_WITH_ONEDNN
@@ -68,14 +68,13 @@ RepeatedProduct::RepeatedProduct(const at::Tensor& weight, int64_t rows, bool ac
 
 void RepeatedProduct::multiply(const uint16_t* a, float* out) {
   if (!packed_) {
-    const auto bf16 = at::TensorOptions().dtype(at::kBFloat16);
     const at::Tensor left =
-        at::from_blob(const_cast<uint16_t*>(a), {rows_, weight_bf16_.size(0)}, bf16);
-    at::Tensor result = at::from_blob(out, {rows_, weight_bf16_.size(1)},
+        at::from_blob(const_cast<uint16_t*>(a), {rows_, rounded_weight_.size(0)},
+                      at::TensorOptions().dtype(at::kBFloat16)).to(at::kFloat);
+    at::Tensor result = at::from_blob(out, {rows_, rounded_weight_.size(1)},
                                       at::TensorOptions().dtype(at::kFloat));
-    const at::Tensor product = at::mm(left, weight_bf16_).to(at::kFloat);
-    if (accumulate_) result.add_(product);
-    else result.copy_(product);
+    if (accumulate_) result.addmm_(left, rounded_weight_);
+    else at::mm_out(result, left, rounded_weight_);
     return;
   }
 #if NABU_WITH_ONEDNN
@@ -97,8 +96,10 @@ void product_into(const at::Tensor& a, const at::Tensor& b, const at::Tensor& bi
                   out.sizes() == at::IntArrayRef({a.size(0), b.size(1)}),
               "bf16 product: a contiguous float [", a.size(0), ", ", b.size(1), "] output");
   if (!packed_available() || a.numel() == 0 || b.numel() == 0) {
-    out.copy_(rounded_product(a, b));
-    if (bias.defined()) out.add_(bias);
+    const at::Tensor left = rounded_to_bf16(a), right = rounded_to_bf16(b);
+    at::Tensor result = out;  // the same storage: at::*_out take a non-const tensor
+    if (bias.defined()) at::addmm_out(result, bias.to(at::kFloat), left, right);
+    else at::mm_out(result, left, right);
     return;
   }
 #if NABU_WITH_ONEDNN
