@@ -61,9 +61,9 @@ struct DirectionState {
   at::Tensor hidden_bf16;  // [H]: h rounded to bf16, where the recurrent products are bf16
 };
 
-// What one direction's backward pass gives, [T, B, 4H]: the gradient of the gate pre-activations
-// (also the input projections' gradient), and where the recurrent products are bf16 the same
-// rounded to bf16, the operand of the recurrent weight's gradient.
+// What one direction's bf16 backward pass gives, [T, B, 4H]: the gradient of the gate
+// pre-activations (also the input projections' gradient), and the same rounded to bf16, the
+// operand of the weights' gradients.
 struct DirectionGradients {
   at::Tensor gates, gates_bf16;
 };
@@ -130,8 +130,8 @@ DirectionState run_forward(const at::Tensor& projections, const at::Tensor& w_hh
 // One direction backward: from the gradient of the hidden states [T, B, H] to the gradient of the
 // gate pre-activations [T, B, 4H] (which is also the input projections' gradient).
 template <typename T>
-DirectionGradients run_backward(const at::Tensor& grad_hidden, const DirectionState& state,
-                                const at::Tensor& w_hh, const int64_t* lengths, bool reverse) {
+at::Tensor run_backward(const at::Tensor& grad_hidden, const DirectionState& state,
+                        const at::Tensor& w_hh, const int64_t* lengths, bool reverse) {
   const Sizes n = sizes_of(state.gates);
   const Order order{n.steps, reverse};
   const int64_t H = n.units;
@@ -177,7 +177,7 @@ DirectionGradients run_backward(const at::Tensor& grad_hidden, const DirectionSt
     }
     if (s > 0) at::mm_out(grad_h_next, grad_gates[t], w_hh);
   }
-  return {grad_gates, at::Tensor()};
+  return grad_gates;
 }
 
 // The same two passes with the recurrent products in bf16 (float layers under a bf16 autocast):
@@ -305,8 +305,7 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
                                         ? at::kBFloat16
                                         : saved.front().scalar_type();
     std::vector<DirectionState> states(directions);
-    std::vector<at::Tensor> grad_hidden(directions);
-    std::vector<DirectionGradients> grad_gates(directions);
+    std::vector<at::Tensor> grad_hidden(directions), grad_gates(directions);
     for (int64_t d = 0; d < directions; ++d) {
       const auto* p = &saved[kSavedPerDirection * d];
       states[d] = {p[0], p[1], p[2], p[3], at::Tensor()};
@@ -324,8 +323,8 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
     });
     variable_list grads;
     for (int64_t d = 0; d < directions; ++d) {
-      grads.push_back(grad_gates[d].gates);
-      grads.push_back(recurrent_weight_gradient(grad_gates[d].gates, states[d].hidden, d == 1,
+      grads.push_back(grad_gates[d]);
+      grads.push_back(recurrent_weight_gradient(grad_gates[d], states[d].hidden, d == 1,
                                                 saved[kSavedPerDirection * d + kWeight],
                                                 products));
     }
@@ -344,6 +343,7 @@ struct Recurrence : public torch::autograd::Function<Recurrence> {
 struct Bf16Layer : public torch::autograd::Function<Bf16Layer> {
   // Saved: x in bf16; per direction gates, cells, tanh_c, hidden, hidden_bf16, w_ih, w_hh.
   static constexpr int64_t kSavedPerDirection = 7;
+  static constexpr int64_t kInputWeight = 5, kRecurrentWeight = 6;
 
   // inputs: x [T, B, F] float, then per direction {w_ih, w_hh, b_ih, b_hh}.
   static variable_list forward(AutogradContext* ctx, at::TensorList inputs,
@@ -384,8 +384,10 @@ struct Bf16Layer : public torch::autograd::Function<Bf16Layer> {
     std::vector<DirectionState> states(directions);
     std::vector<at::Tensor> grad_hidden(directions);
     std::vector<DirectionGradients> grad_gates(directions);
+    // Direction d's saved tensors: gates, cells, tanh_c, hidden, hidden_bf16, w_ih, w_hh.
+    auto saved_of = [&](int64_t d) { return &saved[2 + kSavedPerDirection * d]; };
     for (int64_t d = 0; d < directions; ++d) {
-      const auto* p = &saved[2 + kSavedPerDirection * d];
+      const auto* p = saved_of(d);
       states[d] = {p[0], p[1], p[2], p[3], p[4]};
       grad_hidden[d] = grad_outputs[d].defined() ? grad_outputs[d].contiguous()
                                                  : at::zeros_like(states[d].hidden);
@@ -393,14 +395,13 @@ struct Bf16Layer : public torch::autograd::Function<Bf16Layer> {
     at::parallel_for(0, directions, 1, [&](int64_t begin, int64_t end) {
       for (int64_t d = begin; d < end; ++d)
         grad_gates[d] = run_backward_bf16(grad_hidden[d], states[d],
-                                          saved[2 + kSavedPerDirection * d + 6], length_data,
-                                          d == 1);
+                                          saved_of(d)[kRecurrentWeight], length_data, d == 1);
     });
     const int64_t steps = states[0].hidden.size(0), batch = states[0].hidden.size(1);
     at::Tensor grad_x;
     variable_list weight_grads;
     for (int64_t d = 0; d < directions; ++d) {
-      const at::Tensor& w_ih = saved[2 + kSavedPerDirection * d + 5];
+      const at::Tensor& w_ih = saved_of(d)[kInputWeight];
       const int64_t units = states[d].hidden.size(2);
       const at::Tensor g = grad_gates[d].gates_bf16.view({steps * batch, 4 * units});
       // dx = sum over directions of G W_ih (unless x needs none: the features into the first
@@ -415,8 +416,7 @@ struct Bf16Layer : public torch::autograd::Function<Bf16Layer> {
                           {bf16_matmul::product(g.t(), x_bf16),
                            recurrent_weight_gradient(grad_gates[d].gates_bf16,
                                                      states[d].hidden_bf16, d == 1,
-                                                     saved[2 + kSavedPerDirection * d + 6],
-                                                     at::kBFloat16),
+                                                     saved_of(d)[kRecurrentWeight], at::kBFloat16),
                            grad_bias, grad_bias});
     }
     variable_list grads{grad_x.defined() ? grad_x.view({steps, batch, -1}) : at::Tensor()};
