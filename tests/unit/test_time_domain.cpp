@@ -10,6 +10,7 @@
 #include "nabu/core/error.h"
 #include "nabu/postprocessing/reconstructors/reconstructor.h"
 #include "nabu/postprocessing/separation.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/processing/signal.h"
 #include "test_loss_helpers.h"
 #include "test_model_helpers.h"
@@ -248,6 +249,51 @@ TEST(TimeDomainModel, ConvTasNetAndDprnnGiveOneWaveformPerSpeakerWhateverThePadd
     expect_padding_invariant(*model, batch, lengths, /*zero_padding=*/true, {}, 1e-5);
     testing::expect_gradients_everywhere(*model, {batch}, testing::lengths_of(lengths));
   }
+}
+
+// On the CPU in float the blocks run conv_tasnet_kernels.h; in double LibTorch's operations
+// compose the same model: outputs and every parameter's gradient agree, padded batch included.
+TEST(TimeDomainModel, ConvTasNetsOwnCpuKernelsComputeWhatLibTorchsOperationsCompose) {
+  torch::manual_seed(11);
+  auto model = make_model_from(kTinyConvTasNet);
+  const std::vector<int64_t> lengths{57, 40, 9};
+  const auto batch = padded_batch(lengths, 1);
+  const auto lengths_tensor = testing::lengths_of(lengths);
+  auto gradients_of = [&](const torch::Tensor& input, torch::Tensor& output) {
+    model->zero_grad();
+    output = model->run({input}, lengths_tensor, true);
+    torch::manual_seed(12);
+    (output * torch::randn(output.sizes()).to(output.scalar_type())).sum().backward();
+    std::vector<torch::Tensor> gradients;
+    for (const auto& p : model->parameters()) gradients.push_back(p.grad().to(torch::kDouble));
+    return gradients;
+  };
+  torch::Tensor in_float, in_double;
+  const auto float_gradients = gradients_of(batch, in_float);
+  model->to(torch::kDouble);
+  const auto double_gradients = gradients_of(batch.to(torch::kDouble), in_double);
+  EXPECT_LT(testing::max_difference(in_float.to(torch::kDouble), in_double) /
+                in_double.abs().max().item<double>(),
+            1e-5);
+  for (std::size_t i = 0; i < float_gradients.size(); ++i)
+    EXPECT_LT(testing::max_difference(float_gradients[i], double_gradients[i]) /
+                  std::max(double_gradients[i].abs().max().item<double>(), 1e-12),
+              1e-4)
+        << model->named_parameters()[i].key();
+}
+
+// Under precision = bf16 on the CPU conv_tasnet computes in fp32 all the same (its bf16 was
+// slower there): the output is the fp32 one to the bit, not LibTorch's bf16 convolutions'.
+TEST(TimeDomainModel, ConvTasNetComputesInFp32OnTheCpuUnderABf16Autocast) {
+  torch::manual_seed(13);
+  auto model = make_model_from(kTinyConvTasNet);
+  const std::vector<int64_t> lengths{57, 40};
+  const auto batch = padded_batch(lengths, 1);
+  const auto fp32 = model->run({batch}, testing::lengths_of(lengths), false);
+  AutocastScope autocast(Precision::kBf16, torch::kCPU);
+  const auto under_bf16 = model->run({batch}, testing::lengths_of(lengths), false);
+  ASSERT_EQ(under_bf16.scalar_type(), torch::kFloat);
+  EXPECT_TRUE(torch::equal(under_bf16, fp32));
 }
 
 TEST(TimeDomainModel, CausalConvTasNetNeverLooksMoreThanOneKernelAhead) {

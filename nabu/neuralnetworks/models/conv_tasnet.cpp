@@ -1,8 +1,14 @@
 // conv_tasnet (Luo & Mesgarani 2019, docs/models.md): the shared codec (waveform_mask_model.h)
 // with a temporal convolution network of dilated depthwise blocks estimating the masks.
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
 #include "nabu/core/onnx.h"
+#include "nabu/neuralnetworks/models/conv_tasnet_kernels.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/models/waveform_mask_model.h"
+#include "nabu/neuralnetworks/trainers/mixed_precision.h"
 
 namespace nabu {
 namespace {
@@ -44,7 +50,7 @@ struct TemporalBlock {
   torch::nn::Conv1d expand{nullptr}, depthwise{nullptr}, residual{nullptr}, skip{nullptr};
   torch::nn::PReLU first_activation{nullptr}, second_activation{nullptr};
   FrameNorm first_norm{nullptr}, second_norm{nullptr};
-  int64_t left_context = 0, right_context = 0;
+  int64_t dilation = 1, left_context = 0, right_context = 0;
 };
 
 class ConvTasNetModel : public WaveformMaskModel {
@@ -85,6 +91,7 @@ class ConvTasNetModel : public WaveformMaskModel {
                                                o.hidden_channels, o.bottleneck_channels, 1)));
         block.skip = register_module(prefix + "skip", torch::nn::Conv1d(torch::nn::Conv1dOptions(
                                                           o.hidden_channels, o.skip_channels, 1)));
+        block.dilation = dilation;
         block.left_context = o.causal ? context : context / 2;
         block.right_context = o.causal ? 0 : context / 2;
         blocks_.push_back(block);
@@ -99,15 +106,36 @@ class ConvTasNetModel : public WaveformMaskModel {
 
   torch::Tensor forward_impl(const std::vector<torch::Tensor>& inputs,
                              const torch::Tensor& seq_lengths, bool training) override {
+    // On the CPU the blocks run as a few operations of their own (conv_tasnet_kernels.h), in
+    // float whatever trainer.cfg's precision: under a bf16 autocast LibTorch 1.13's bf16
+    // convolutions and the casts between them made the toy recipe's update 1.3x slower than
+    // fp32, and bf16 products of its 1x1 convolutions (64 to 128 channels) gained less than the
+    // layout changes around them cost (docs/results.md, "Conv-TasNet's blocks on the CPU").
+    const bool on_cpu = inputs.at(0).device().is_cpu();
+    std::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
+    if (on_cpu) {
+      if (cpu_autocast_in_bf16() && !said_fp32_) {
+        spdlog::info("{}: conv_tasnet computes in fp32 on the CPU whatever the precision (its "
+                     "bf16 was slower there: docs/results.md)",
+                     describe());
+        said_fp32_ = true;
+      }
+      no_autocast.emplace(c10::autocast_dispatch_keyset);
+    }
     auto [encoded, features] = encode(inputs, seq_lengths);
     const auto& mask = encoded.mask;
     torch::Tensor skips;
     for (auto& block : blocks_) {
-      auto hidden = block.first_norm->forward(
-          block.first_activation->forward(block.expand->forward(features)), mask);
-      hidden = F::pad(hidden, F::PadFuncOptions({block.left_context, block.right_context}));
-      hidden = block.second_norm->forward(
-          block.second_activation->forward(block.depthwise->forward(hidden)), mask);
+      auto hidden = block.first_norm->forward_prelu(block.expand->forward(features),
+                                                    block.first_activation, mask);
+      if (conv_kernels::supports(hidden))
+        hidden = conv_kernels::depthwise_conv1d(hidden, block.depthwise->weight,
+                                                block.depthwise->bias, block.dilation,
+                                                block.left_context, block.right_context);
+      else
+        hidden = block.depthwise->forward(
+            F::pad(hidden, F::PadFuncOptions({block.left_context, block.right_context})));
+      hidden = block.second_norm->forward_prelu(hidden, block.second_activation, mask);
       if (!block.residual.is_empty())
         features = features + masked(block.residual->forward(hidden), mask);
       auto skip = block.skip->forward(hidden);
@@ -219,6 +247,7 @@ class ConvTasNetModel : public WaveformMaskModel {
 
  private:
   ConvTasNetOptions options_;
+  bool said_fp32_ = false;  // the log line of forward_impl, once
   torch::nn::Conv1d mask_layer_{nullptr};
   std::vector<TemporalBlock> blocks_;
   torch::nn::PReLU output_activation_{nullptr};

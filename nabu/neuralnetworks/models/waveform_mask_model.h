@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "nabu/core/error.h"
+#include "nabu/neuralnetworks/models/conv_tasnet_kernels.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
@@ -96,6 +97,16 @@ class FrameNormImpl : public torch::nn::Module {
         break;
     }
     return masked((x - mean) * torch::rsqrt(variance + kEpsilon) * gain_ + bias_, mask);
+  }
+
+  // forward(prelu(x), mask): one CPU operation for gLN (conv_tasnet_kernels.h), the same
+  // composition as forward() elsewhere.
+  torch::Tensor forward_prelu(const torch::Tensor& x, torch::nn::PReLU& prelu,
+                              const torch::Tensor& mask) {
+    if (kind_ == Norm::kGlobal && conv_kernels::supports(x) && conv_kernels::supports(gain_) &&
+        prelu->weight.numel() == 1 && (!mask.defined() || conv_kernels::supports(mask)))
+      return conv_kernels::prelu_global_norm(x, prelu->weight, gain_, bias_, mask, kEpsilon);
+    return forward(prelu->forward(x), mask);
   }
 
   // forward(x) for frames x that continue those `history` has seen (streaming; cLN and chanLN,
