@@ -6,6 +6,7 @@
 
 #include "nabu/neuralnetworks/models/bf16_matmul.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "test_model_helpers.h"
 
 namespace nabu::testing {
 namespace {
@@ -17,10 +18,6 @@ torch::Tensor rounded(const torch::Tensor& t) {
 // What a product must give: the operands rounded to bf16, multiplied exactly (double).
 torch::Tensor expected_product(const torch::Tensor& a, const torch::Tensor& b) {
   return torch::mm(rounded(a), rounded(b));
-}
-
-double relative_error(const torch::Tensor& got, const torch::Tensor& expected) {
-  return ((got.to(torch::kDouble) - expected).abs().max() / expected.abs().max()).item<double>();
 }
 
 // Results differ from the exact product by fp32 accumulation only (1e-6), through oneDNN or not:
@@ -51,11 +48,11 @@ TEST(Bf16Matmul, RepeatedProductsRoundTheOperandsAndAccumulateInFp32) {
       const auto* a_bits = reinterpret_cast<const uint16_t*>(a_bf16.data_ptr<c10::BFloat16>());
       for (int repeat = 0; repeat < 3; ++repeat) {  // the same primitive, called again
         overwrite.multiply(a_bits, out.data_ptr<float>());
-        EXPECT_LT(relative_error(out, expected_product(a, w)), tolerance()) << "rows " << rows;
+        EXPECT_LT(max_relative_error(out, expected_product(a, w)), tolerance()) << "rows " << rows;
       }
       accumulate.multiply(a_bits, sum.data_ptr<float>());
       const auto sum_expected = start.to(torch::kDouble) + expected_product(a, w);
-      EXPECT_LT(relative_error(sum, sum_expected), tolerance()) << "rows " << rows;
+      EXPECT_LT(max_relative_error(sum, sum_expected), tolerance()) << "rows " << rows;
       EXPECT_LT(fraction_representable_in_bf16(out), 0.2);
     }
   }
@@ -68,9 +65,9 @@ TEST(Bf16Matmul, OneProductOfStridedFloatOrBf16Operands) {
   const auto got = bf16_matmul::product(g.t(), h);
   ASSERT_EQ(got.scalar_type(), torch::kFloat);
   ASSERT_EQ(got.sizes(), (std::vector<int64_t>{64, 24}));
-  EXPECT_LT(relative_error(got, expected_product(g.t(), h)), tolerance());
+  EXPECT_LT(max_relative_error(got, expected_product(g.t(), h)), tolerance());
   const auto from_bf16 = bf16_matmul::product(g.t().to(torch::kBFloat16), h.to(torch::kBFloat16));
-  EXPECT_LT(relative_error(from_bf16, expected_product(g.t(), h)), tolerance());
+  EXPECT_LT(max_relative_error(from_bf16, expected_product(g.t(), h)), tolerance());
   // Empty operands give an empty (or zero) product, not an error.
   const auto empty = bf16_matmul::product(torch::randn({0, 5}), torch::randn({5, 3}));
   EXPECT_EQ(empty.sizes(), (std::vector<int64_t>{0, 3}));

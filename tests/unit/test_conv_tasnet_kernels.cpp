@@ -5,17 +5,12 @@
 #include <torch/torch.h>
 
 #include "nabu/neuralnetworks/models/conv_tasnet_kernels.h"
+#include "test_model_helpers.h"
 
 namespace nabu::testing {
 namespace conv_tasnet_kernels_test {
 
 namespace F = torch::nn::functional;
-
-double relative_error(const torch::Tensor& got, const torch::Tensor& expected) {
-  return ((got.to(torch::kDouble) - expected.to(torch::kDouble)).abs().max() /
-          expected.to(torch::kDouble).abs().max().clamp_min(1e-30))
-      .item<double>();
-}
 
 // Float leaves and their double copies, which the reference computes with.
 struct Leaves {
@@ -35,7 +30,7 @@ void expect_same_gradients(const torch::Tensor& got, const torch::Tensor& expect
   got.backward(upstream.to(torch::kFloat));
   expected.backward(upstream);
   for (std::size_t i = 0; i < leaves.floats.size(); ++i)
-    EXPECT_LT(relative_error(leaves.floats[i].grad(), leaves.doubles[i].grad()), tolerance)
+    EXPECT_LT(max_relative_error(leaves.floats[i].grad(), leaves.doubles[i].grad()), tolerance)
         << "leaf " << i;
 }
 
@@ -57,7 +52,8 @@ TEST(ConvTasNetKernels, DepthwiseConvolutionIsThePaddedGroupedConvolution) {
                                     F::Conv1dFuncOptions().bias(d[2]).dilation(c.dilation)
                                         .groups(channels));
     ASSERT_EQ(got.sizes(), expected.sizes());
-    EXPECT_LT(relative_error(got, expected), 1e-6) << c.frames << " frames, dilation " << c.dilation;
+    EXPECT_LT(max_relative_error(got, expected), 1e-6)
+        << c.frames << " frames, dilation " << c.dilation;
     expect_same_gradients(got, expected, leaves, 1e-5);
   }
 }
@@ -74,7 +70,8 @@ torch::Tensor reference_prelu_global_norm(const std::vector<torch::Tensor>& d,
                                           const torch::Tensor& mask) {
   const auto& x = d[0];
   const auto p = torch::where(x > 0, x, d[1] * x);
-  const auto weights = mask.defined() ? mask.to(torch::kDouble) : torch::ones({x.size(0), 1, x.size(2)}, torch::kDouble);
+  const auto weights = mask.defined() ? mask.to(torch::kDouble)
+                                      : torch::ones({x.size(0), 1, x.size(2)}, torch::kDouble);
   const auto count = (weights.sum({1, 2}, true) * x.size(1)).clamp_min(1.0);
   const auto mean = (p * weights).sum({1, 2}, true) / count;
   const auto variance = ((p - mean).pow(2) * weights).sum({1, 2}, true) / count;
@@ -96,7 +93,7 @@ TEST(ConvTasNetKernels, PreluGlobalNormIsTheMaskedNormOfThePrelu) {
     const auto& f = leaves.floats;
     const auto got = conv_kernels::prelu_global_norm(f[0], f[1], f[2], f[3], m, 1e-8);
     const auto expected = reference_prelu_global_norm(leaves.doubles, m);
-    EXPECT_LT(relative_error(got, expected), 1e-5) << (m.defined() ? "masked" : "unmasked");
+    EXPECT_LT(max_relative_error(got, expected), 1e-5) << (m.defined() ? "masked" : "unmasked");
     if (m.defined()) {
       EXPECT_EQ(got.index({1, torch::indexing::Slice(), torch::indexing::Slice(30)}).abs().max()
                     .item<float>(),

@@ -21,6 +21,14 @@ inline ModelPtr make_model_from(const std::string& body, const std::string& name
   return model_registry().create(trim(section.get_string("architecture")), name, section);
 }
 
+// The largest difference from `expected`, relative to the largest value of `expected`, in double.
+inline double max_relative_error(const torch::Tensor& got, const torch::Tensor& expected) {
+  const auto reference = expected.to(torch::kDouble);
+  return ((got.to(torch::kDouble) - reference).abs().max() /
+          reference.abs().max().clamp_min(1e-30))
+      .item<double>();
+}
+
 inline torch::Tensor lengths_of(const std::vector<int64_t>& lengths) {
   return torch::tensor(lengths, torch::kLong);
 }
