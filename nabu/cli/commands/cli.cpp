@@ -14,6 +14,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/interrupted.h"
 #include "nabu/core/logging.h"
+#include "nabu/core/openblas_core.h"
 #include "nabu/core/strings.h"
 #include "nabu_commit.h"  // generated: NABU_VERSION, NABU_COMMIT
 
@@ -93,6 +94,8 @@ bool parse_command_line(const std::string& command, const std::string& summary,
 
 void apply_common_options(const CommonOptions& options) {
   setup_logging(options.log_level);
+  // Shown with --log-level=debug and by nabu --version: a line on every command would be noise.
+  if (auto note = take_openblas_restart_note(); !note.empty()) spdlog::debug(note);
   if (options.threads < 0) throw Error("--threads must be >= 0");
   int threads = options.threads > 0 ? options.threads
                                     : std::max(1u, std::thread::hardware_concurrency());
@@ -203,7 +206,8 @@ void print_version() {
             << (torch::cuda::is_available()
                     ? "yes, " + std::to_string(torch::cuda::device_count()) + " GPU(s) visible"
                     : std::string(at::hasCUDA() ? "built with it, no GPU visible" : "no"))
-            << "\n";
+            << "\n"
+            << "BLAS: " << blas_description() << "\n";
 }
 
 void print_usage() {
@@ -236,6 +240,7 @@ const std::vector<CommandInfo>& commands() {
 }
 
 int run_main(int argc, char** argv) {
+  restart_for_openblas_core(argv);
   // A write beyond a file-size limit (ulimit -f, quotas) fails with an error we report, instead
   // of killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
