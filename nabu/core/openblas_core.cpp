@@ -17,22 +17,6 @@ constexpr const char* kRestartedFrom = "NABU_OPENBLAS_RESTARTED_FROM";
 
 }  // namespace
 
-CpuFeatures cpu_features() {
-  CpuFeatures cpu;
-#if defined(__x86_64__) && defined(__GNUC__)
-  __builtin_cpu_init();
-  cpu.amd = __builtin_cpu_is("amd");
-  cpu.avx2 = __builtin_cpu_supports("avx2");
-  cpu.fma = __builtin_cpu_supports("fma");
-  cpu.avx512f = __builtin_cpu_supports("avx512f");
-  cpu.avx512bw = __builtin_cpu_supports("avx512bw");
-  cpu.avx512dq = __builtin_cpu_supports("avx512dq");
-  cpu.avx512vl = __builtin_cpu_supports("avx512vl");
-  cpu.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
-#endif
-  return cpu;
-}
-
 std::string openblas_core() {
   // Looked up rather than linked: LibTorch reaches OpenBLAS through libblas.so.3, and other
   // builds have no OpenBLAS at all.
@@ -52,6 +36,7 @@ std::string openblas_core_for(const std::string& detected, const CpuFeatures& cp
 void restart_for_openblas_core(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv(kRestartedFrom)) return;
   const std::string detected = openblas_core();
+  if (detected != "Prescott") return;  // spares reading /proc/cpuinfo at every start
   const std::string wanted = openblas_core_for(detected, cpu_features());
   if (wanted.empty()) return;
   setenv("OPENBLAS_CORETYPE", wanted.c_str(), 1);

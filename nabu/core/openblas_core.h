@@ -4,17 +4,9 @@
 
 #include <string>
 
+#include "nabu/core/cpu_features.h"
+
 namespace nabu {
-
-// What the CPU (and the OS, for the AVX-512 state) supports, as far as OpenBLAS's kernels care.
-struct CpuFeatures {
-  bool amd = false;
-  bool avx2 = false, fma = false;
-  bool avx512f = false, avx512bw = false, avx512dq = false, avx512vl = false;
-  bool avx512_bf16 = false;
-};
-
-CpuFeatures cpu_features();
 
 // The kernel set the loaded OpenBLAS chose ("Haswell", "Cooperlake", "Prescott"...); empty when
 // the products do not go through OpenBLAS (the wheel's LibTorch, another BLAS).

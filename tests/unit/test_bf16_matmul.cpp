@@ -78,9 +78,8 @@ TEST(Bf16Matmul, OneProductOfStridedFloatOrBf16Operands) {
 // A build with oneDNN on a CPU with bf16 instructions packs: that is the speed the fused LSTM's
 // bf16 counts on (docs/devices.md).
 TEST(Bf16Matmul, PacksWhereTheBuildHasOneDnnAndTheCpuBf16Instructions) {
-  const std::string flags = " " + cpu_flags() + " ";
-  const bool bf16_cpu = flags.find(" avx512_bf16 ") != std::string::npos ||
-                        flags.find(" amx_bf16 ") != std::string::npos;
+  const CpuFeatures cpu = cpu_features();
+  const bool bf16_cpu = cpu.avx512_bf16 || cpu.amx_bf16;
   if (!bf16_matmul::built_with_onednn()) {
     EXPECT_FALSE(bf16_matmul::packed_available());
   } else if (bf16_cpu) {

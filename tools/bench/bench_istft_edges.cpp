@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nabu/core/error.h"
+#include "nabu/core/openblas_core.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/postprocessing/scorers/bss_eval.h"
@@ -59,6 +60,7 @@ std::string argument(int argc, char** argv, const std::string& name, const std::
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::restart_for_openblas_core(argv);  // on the kernels the nabu program runs on
   try {
     std::string expdir = argument(argc, argv, "expdir", "");
     if (expdir.empty()) throw Error("--expdir is required");

@@ -20,6 +20,7 @@
 #include "nabu/core/allocator.h"
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
+#include "nabu/core/openblas_core.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
@@ -72,6 +73,7 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::restart_for_openblas_core(argv);  // on the kernels the nabu program runs on
   nabu::keep_freed_buffers_for_reuse();  // as the nabu program does
   try {
     Settings s = parse(argc, argv);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nabu/core/error.h"
+#include "nabu/core/openblas_core.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/task_definition.h"
@@ -70,6 +71,7 @@ double peak_rss_mb() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::restart_for_openblas_core(argv);  // on the kernels the nabu program runs on
   try {
     Settings settings = parse(argc, argv);
     torch::set_num_threads(1);

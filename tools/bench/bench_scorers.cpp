@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/openblas_core.h"
 #include "nabu/postprocessing/scorers/bss_eval.h"
 #include "nabu/postprocessing/scorers/pesq.h"
 #include "nabu/postprocessing/scorers/stoi.h"
@@ -52,6 +53,7 @@ double median(std::vector<double> values) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::restart_for_openblas_core(argv);  // on the kernels the nabu program runs on
   int repeats = 5, threads = 1;
   double seconds = 10;
   std::vector<std::string> files;

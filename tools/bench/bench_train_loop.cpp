@@ -15,6 +15,7 @@
 #include "nabu/core/allocator.h"
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
+#include "nabu/core/openblas_core.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
@@ -30,6 +31,7 @@ std::string value_of(const std::string& argument, const std::string& name) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::restart_for_openblas_core(argv);  // on the kernels the nabu program runs on
   nabu::keep_freed_buffers_for_reuse();  // as the nabu program does
   try {
     std::string recipe_dir;

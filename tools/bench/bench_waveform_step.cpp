@@ -21,6 +21,7 @@
 #include "nabu/core/allocator.h"
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
+#include "nabu/core/openblas_core.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
@@ -65,6 +66,7 @@ Settings parse(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  nabu::restart_for_openblas_core(argv);  // on the kernels the nabu program runs on
   nabu::keep_freed_buffers_for_reuse();  // as the nabu program does
   try {
     const Settings s = parse(argc, argv);
@@ -107,8 +109,9 @@ int main(int argc, char** argv) {
     }
     std::sort(seconds.begin(), seconds.end());
     std::string flags;
+    const std::string cpu_flags = nabu::cpu_flags();
     for (const char* flag : {"avx512_bf16", "amx_bf16", "amx_tile"})
-      if ((" " + nabu::cpu_flags() + " ").find(std::string(" ") + flag + " ") != std::string::npos)
+      if (nabu::has_cpu_flag(cpu_flags, flag))
         flags += std::string(flags.empty() ? "" : " ") + flag;
     std::cout << std::fixed << std::setprecision(4) << s.model << " [" << s.section << "]: "
               << parameters << " parameters, batch " << s.batch << " x " << s.samples

@@ -7,7 +7,6 @@
 #include <fstream>
 
 #include "nabu/core/error.h"
-#include "nabu/core/strings.h"
 
 namespace nabu {
 
@@ -80,21 +79,10 @@ void check_precision(Precision precision, const c10::Device& device, const std::
 std::string bf16_speed_warning(Precision precision, const c10::Device& device,
                                const std::string& cpu_flags) {
   if (precision != Precision::kBf16 || !device.is_cpu()) return "";
-  for (const auto& flag : split_whitespace(cpu_flags))
-    if (flag == "avx512_bf16" || flag == "amx_bf16") return "";
+  if (has_cpu_flag(cpu_flags, "avx512_bf16") || has_cpu_flag(cpu_flags, "amx_bf16")) return "";
   return "precision = bf16 on a CPU without bfloat16 instructions (neither avx512_bf16 nor "
          "amx_bf16 among its flags): LibTorch emulates bf16 there, which trained the DC demo "
          "recipe 10.3x slower than fp32 on such a CPU (docs/results.md); fp32 is faster here";
-}
-
-std::string cpu_flags() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("flags", 0) == 0) {
-      const auto colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(colon + 1);
-    }
-  return "";
 }
 
 bool cpu_autocast_in_bf16() {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "nabu/core/cpu_features.h"
+
 namespace at {
 class Tensor;
 }
@@ -30,8 +32,6 @@ void check_precision(Precision precision, const c10::Device& device, const std::
 // has avx512_bf16 or amx_bf16.
 std::string bf16_speed_warning(Precision precision, const c10::Device& device,
                                const std::string& cpu_flags);
-// The first "flags" line of /proc/cpuinfo ("" where there is none).
-std::string cpu_flags();
 
 // Whether this thread is inside an autocast that computes the CPU's products in bf16 (an
 // AutocastScope with Precision::kBf16 on a CPU device): the layers that turn autocast off to run
