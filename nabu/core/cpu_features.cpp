@@ -1,7 +1,10 @@
 #include "nabu/core/cpu_features.h"
 
+#include <algorithm>
 #include <fstream>
-#include <sstream>
+#include <vector>
+
+#include "nabu/core/strings.h"
 
 namespace nabu {
 
@@ -23,23 +26,25 @@ std::string cpuinfo_value(const std::string& key) {
 std::string cpu_flags() { return cpuinfo_value("flags"); }
 
 bool has_cpu_flag(const std::string& flags, const std::string& flag) {
-  std::istringstream words(flags);
-  for (std::string word; words >> word;)
-    if (word == flag) return true;
-  return false;
+  const auto words = split_whitespace(flags);
+  return std::find(words.begin(), words.end(), flag) != words.end();
 }
 
 CpuFeatures cpu_features_from(const std::string& flags, const std::string& vendor_id) {
+  const auto words = split_whitespace(flags);  // split once, not once per flag
+  auto has = [&](const char* flag) {
+    return std::find(words.begin(), words.end(), flag) != words.end();
+  };
   CpuFeatures cpu;
   cpu.amd = vendor_id.find("AuthenticAMD") != std::string::npos;
-  cpu.avx2 = has_cpu_flag(flags, "avx2");
-  cpu.fma = has_cpu_flag(flags, "fma");
-  cpu.avx512f = has_cpu_flag(flags, "avx512f");
-  cpu.avx512bw = has_cpu_flag(flags, "avx512bw");
-  cpu.avx512dq = has_cpu_flag(flags, "avx512dq");
-  cpu.avx512vl = has_cpu_flag(flags, "avx512vl");
-  cpu.avx512_bf16 = has_cpu_flag(flags, "avx512_bf16");
-  cpu.amx_bf16 = has_cpu_flag(flags, "amx_bf16");
+  cpu.avx2 = has("avx2");
+  cpu.fma = has("fma");
+  cpu.avx512f = has("avx512f");
+  cpu.avx512bw = has("avx512bw");
+  cpu.avx512dq = has("avx512dq");
+  cpu.avx512vl = has("avx512vl");
+  cpu.avx512_bf16 = has("avx512_bf16");
+  cpu.amx_bf16 = has("amx_bf16");
   return cpu;
 }
 

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "nabu/core/cpu_features.h"
 #include "nabu/neuralnetworks/models/bf16_matmul.h"
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "test_model_helpers.h"

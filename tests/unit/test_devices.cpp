@@ -9,6 +9,7 @@
 #include <map>
 #include <regex>
 
+#include "nabu/core/cpu_features.h"
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/tensor_map.h"

@@ -20,6 +20,7 @@
 
 #include "nabu/core/allocator.h"
 #include "nabu/core/config.h"
+#include "nabu/core/cpu_features.h"
 #include "nabu/core/error.h"
 #include "nabu/core/openblas_core.h"
 #include "nabu/core/strings.h"

@@ -12,6 +12,7 @@
 
 #include "nabu/cli/commands/cli.h"
 #include "nabu/cli/commands/separate_stream.h"
+#include "nabu/core/cpu_features.h"
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"

@@ -4,8 +4,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
-#include <fstream>
 
+#include "nabu/core/cpu_features.h"
 #include "nabu/core/error.h"
 
 namespace nabu {

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "nabu/core/cpu_features.h"
-
 namespace at {
 class Tensor;
 }

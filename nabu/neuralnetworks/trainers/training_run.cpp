@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/cpu_features.h"
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
