@@ -182,8 +182,13 @@ void ChunkedSeparation::emit(int speaker, const double* data, int64_t count) {
 
 torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samples,
                                  int sample_rate, const ChunkOptions& options) {
-  std::vector<std::vector<double>> outputs(static_cast<std::size_t>(task.num_speakers()));
-  ChunkedSeparation chunked(chunk_model(task, sample_rate), options,
+  return separate_in_chunks(chunk_model(task, sample_rate), samples, options);
+}
+
+torch::Tensor separate_in_chunks(const ChunkModel& model, const torch::Tensor& samples,
+                                 const ChunkOptions& options) {
+  std::vector<std::vector<double>> outputs(static_cast<std::size_t>(model.speakers));
+  ChunkedSeparation chunked(model, options,
                             [&](int s, const std::vector<double>& part) {
                               outputs[s].insert(outputs[s].end(), part.begin(), part.end());
                             });

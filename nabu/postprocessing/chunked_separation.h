@@ -79,6 +79,9 @@ class ChunkedSeparation {
 // A whole signal ([N] double, int16 scale, at the model's rate) separated in chunks: [S, N].
 torch::Tensor separate_in_chunks(TaskSeparation& task, const torch::Tensor& samples,
                                  int sample_rate, const ChunkOptions& options);
+// The same with any model (an exported file's), at the model's rate.
+torch::Tensor separate_in_chunks(const ChunkModel& model, const torch::Tensor& samples,
+                                 const ChunkOptions& options);
 
 struct FileSeparationOptions {
   ChunkOptions chunks;

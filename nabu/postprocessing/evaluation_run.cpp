@@ -12,9 +12,11 @@
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/logging.h"
+#include "nabu/core/progress.h"
 #include "nabu/core/strings.h"
 #include "nabu/postprocessing/scorers/score_summary.h"
 #include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/processing/audio.h"
 #include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/separation.h"
 #include "nabu/postprocessing/speaker_verification.h"
@@ -242,6 +244,104 @@ EvaluationResult run_test_task(const Recipe& recipe, Separator& separator,
   return run_separation_test(recipe, separator, task, testdir, final_testdir, options, record);
 }
 
+// Fills a temporary sibling of `final_testdir` that replaces it when `fill` is done, so the
+// folder holds one run's results only (no wavs of an earlier run with other options), and an
+// interrupted or failed run leaves the previous results as they were.
+void write_results_folder(
+    const fs::path& final_testdir,
+    const std::function<void(const fs::path& testdir, const fs::path& final_testdir)>& fill) {
+  remove_abandoned_stagings(final_testdir);
+  AtomicPath staged(final_testdir);
+  const fs::path testdir = staged.temporary();
+  ensure_directory(testdir);
+  fill(testdir, final_testdir);
+  // The previous results move aside (removed when `previous` dies), the new ones into place.
+  std::optional<AtomicPath> previous;
+  if (fs::exists(final_testdir)) {
+    previous.emplace(final_testdir.string() + ".old");
+    rename_replace(final_testdir, previous->temporary());
+  }
+  staged.commit();
+  spdlog::info("test results in {}", final_testdir.string());
+}
+
+// The scorers of a test task an exported model is tested on: a separation task of
+// test_evaluator.cfg with its [task] in scorer.cfg, whose base section lists the mixtures.
+ScoringData exported_task_scoring(const Recipe& recipe, const std::string& task) {
+  const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
+  if (!test_cfg.has_section(task))
+    throw ConfigError(test_cfg.section("evaluator").where("tasks") + ": no section [" + task +
+                      "]" + did_you_mean(task, test_cfg.section_names()));
+  const ConfigSection& section = test_cfg.section(task);
+  if (std::string problem = unsupported_output_handling(section); !problem.empty())
+    throw ConfigError(problem);
+  if (is_speaker_verification_task(section) || is_recognition_task(recipe, task))
+    throw ConfigError(section.where() + ": task " + task + " is not a separation task; an "
+                      "exported model is tested on separation tasks only (--task)");
+  const ConfigFile* scorer_cfg = recipe.find("scorer.cfg");
+  if (!scorer_cfg || !scorer_cfg->find_section(task))
+    throw ConfigError(recipe.dir().string() + "/scorer.cfg: no section [" + task +
+                      "]: an exported model is tested through the scorer's mixtures (base) and "
+                      "references (org_src)");
+  ScoringData scoring = make_scoring(recipe, task);
+  if (scoring.mixture->lines().empty())
+    throw DataError("task " + task + ": the list of [" + scoring.mixture->section() +
+                    "] has no mixtures");
+  scoring.sources->lines();  // a missing list is reported before anything is separated
+  return scoring;
+}
+
+// One task's mixtures (scorer.cfg's base list) separated by an exported model from their audio,
+// whole or in chunks, each signal normalised to max |x| = 1 as in an experiment's test, written
+// to reconstructions/<task>/ with pointers.scp and scored.
+void run_exported_task(const ChunkModel& model, const std::string& task, ScoringData& scoring,
+                       const fs::path& testdir, const fs::path& final_testdir,
+                       const TestRunOptions& options) {
+  const auto& lines = scoring.mixture->lines();
+  std::size_t count = lines.size();
+  if (options.max_utterances >= 0)
+    count = std::min(count, static_cast<std::size_t>(options.max_utterances));
+  const fs::path wav_dir = testdir / "reconstructions" / task;
+  const fs::path final_wav_dir = final_testdir / "reconstructions" / task;
+  std::string pointers;
+  std::map<std::string, std::vector<std::string>> files;
+  ProgressReporter progress("task " + task + ": separating", count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const DataLine& line = lines[i];
+    Audio audio = read_audio_fields(line.fields);
+    if (audio.sample_rate != model.sample_rate)
+      throw DataError("test utterance " + line.utterance + " (" + scoring.mixture->section() +
+                      "): its audio is at " + std::to_string(audio.sample_rate) +
+                      " Hz, the model's rate is " + std::to_string(model.sample_rate) + " Hz");
+    const int64_t references = scoring.sources->read(line.utterance).size(0);
+    if (references != model.speakers)
+      throw DataError("test utterance " + line.utterance + " (" + scoring.sources->section() +
+                      "): " + std::to_string(references) + " reference signals, the model "
+                      "separates " + std::to_string(model.speakers) + " speakers");
+    Separation separation;
+    separation.utterance = line.utterance;
+    separation.sample_rate = model.sample_rate;
+    auto signals = separate_in_chunks(
+        model, audio.samples.reshape({-1}),
+        ChunkOptions{options.chunk_seconds, options.overlap_seconds});
+    separation.signals = signals / signals.abs().amax(1, /*keepdim=*/true).clamp_min(1e-12);
+    std::vector<std::string> paths;
+    for (int64_t s = 0; s < separation.signals.size(0); ++s) {
+      fs::path relative = fs::path("s" + std::to_string(s + 1)) / (line.utterance + ".wav");
+      write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
+      paths.push_back((final_wav_dir / relative).string());
+    }
+    pointers += line.utterance + " " + join(paths, " ") + "\n";
+    paths.insert(paths.begin(), line.fields.front());
+    files[line.utterance] = paths;
+    score(scoring, separation);
+    progress.update(i + 1);
+  }
+  write_file_atomic(wav_dir / "pointers.scp", pointers);
+  spdlog::info("task {}: {} mixtures separated into {}", task, count, final_wav_dir.string());
+  write_scorer_results(scoring, task, testdir, files, options);
+}
+
 }  // namespace
 
 void run_test(const Recipe& recipe, const fs::path& expdir, const TestRunOptions& options) {
@@ -253,33 +353,37 @@ void run_test(const Recipe& recipe, const fs::path& expdir, const TestRunOptions
   // The model is found before any folder is made: a missing one leaves nothing behind.
   Separator separator(recipe, expdir, segment, options.allow_early_testing, options.model,
                       options.device);
-  // The results are written into a temporary sibling that replaces the folder at the end, so
-  // the folder holds one run's results only (no wavs of an earlier run with other options), and
-  // an interrupted or failed run leaves the previous results as they were.
-  const fs::path final_testdir = expdir / test_folder_name(options);
-  remove_abandoned_stagings(final_testdir);
-  AtomicPath staged(final_testdir);
-  const fs::path testdir = staged.temporary();
-  ensure_directory(testdir);
-  nlohmann::json losses = nlohmann::json::object();
-  // Masks and permutations of the separated tasks that speaker-verification tasks read.
-  const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
-  std::map<std::string, SeparatedTaskRecord> separated;
-  for (const auto& task : tasks) {
-    auto loss = run_test_task(recipe, separator, task, read_for_masks, testdir, final_testdir,
-                              options, separated);
-    losses[task] = loss.value();
-    write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
-  }
-  write_json(testdir / "test_losses.json", losses);
-  // The previous results move aside (removed when `previous` dies), the new ones into place.
-  std::optional<AtomicPath> previous;
-  if (fs::exists(final_testdir)) {
-    previous.emplace(final_testdir.string() + ".old");
-    rename_replace(final_testdir, previous->temporary());
-  }
-  staged.commit();
-  spdlog::info("test results in {}", final_testdir.string());
+  write_results_folder(expdir / test_folder_name(options), [&](const fs::path& testdir,
+                                                               const fs::path& final_testdir) {
+    nlohmann::json losses = nlohmann::json::object();
+    // Masks and permutations of the separated tasks that speaker-verification tasks read.
+    const auto read_for_masks = tasks_read_for_masks(recipe, tasks);
+    std::map<std::string, SeparatedTaskRecord> separated;
+    for (const auto& task : tasks) {
+      auto loss = run_test_task(recipe, separator, task, read_for_masks, testdir, final_testdir,
+                                options, separated);
+      losses[task] = loss.value();
+      write_file_atomic(testdir / ("loss_" + task), fmt::format("{}\n", loss.value()));
+    }
+    write_json(testdir / "test_losses.json", losses);
+  });
+}
+
+void run_exported_test(const Recipe& recipe, const ChunkModel& model, const fs::path& expdir,
+                       const TestRunOptions& options) {
+  const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
+  const ConfigSection& evaluator = test_cfg.section("evaluator");
+  std::vector<std::string> tasks = options.task.empty()
+                                       ? evaluator.get_list("tasks")
+                                       : std::vector<std::string>{options.task};
+  // Every task is checked before anything is separated: a bad one leaves nothing behind.
+  std::vector<ScoringData> scorings;
+  for (const auto& task : tasks) scorings.push_back(exported_task_scoring(recipe, task));
+  write_results_folder(expdir / test_folder_name(options), [&](const fs::path& testdir,
+                                                               const fs::path& final_testdir) {
+    for (std::size_t t = 0; t < tasks.size(); ++t)
+      run_exported_task(model, tasks[t], scorings[t], testdir, final_testdir, options);
+  });
 }
 
 }  // namespace nabu

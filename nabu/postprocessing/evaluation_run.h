@@ -15,6 +15,8 @@
 
 namespace nabu {
 
+struct ChunkModel;
+
 struct TestRunOptions {
   std::string task;                // only this task (default: [evaluator] tasks)
   bool allow_early_testing = false;  // the latest validated checkpoint of a running training
@@ -43,6 +45,14 @@ std::string test_folder_name(const TestRunOptions& options);
 
 // Writes into a temporary sibling that replaces <expdir>/<test_folder_name> when the run is done.
 void run_test(const Recipe& recipe, const std::filesystem::path& expdir,
-                       const TestRunOptions& options);
+              const TestRunOptions& options);
+
+// The test of an exported model (a shipped one: `nabu test --model=<name> --recipe=R`): every
+// separation task of R's test_evaluator.cfg (or options.task), its mixtures read from the audio
+// of scorer.cfg's base list, separated whole (or in chunks of options.chunk_seconds) and scored
+// by scorer.cfg, into <expdir>/<test_folder_name> (options.model names the model); no test loss.
+// Every task is checked before any folder is made.
+void run_exported_test(const Recipe& recipe, const ChunkModel& model,
+                       const std::filesystem::path& expdir, const TestRunOptions& options);
 
 }  // namespace nabu

@@ -63,6 +63,11 @@ bool is_experiment_model(const std::string& model) {
          parse_averaged_steps(model, from, to);
 }
 
+std::string experiment_model_choices() {
+  return "final (model.pt), avg (model_avg.pt), step<N> (model/export/model_step<N>.pt) or "
+         "avg<A>-<B> (the mean of the exports of updates A to B)";
+}
+
 bool parse_averaged_steps(const std::string& model, int64_t& from, int64_t& to) {
   const auto dash = model.find('-');
   if (model.compare(0, 3, "avg") != 0 || dash == std::string::npos) return false;
@@ -80,9 +85,7 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
   int64_t from = 0, to = 0;
   const bool averaged = parse_averaged_steps(model, from, to);
   if (!is_experiment_model(model))
-    throw Error("--model=" + model + ": expected final (model.pt), avg (model_avg.pt), "
-                "step<N> (model/export/model_step<N>.pt) or avg<A>-<B> (the mean of the "
-                "exports of updates A to B)");
+    throw Error("--model=" + model + ": expected " + experiment_model_choices());
   if (averaged && from >= to)
     throw Error("--model=" + model + ": the first update must be below the last");
   if (model != "final" && early)

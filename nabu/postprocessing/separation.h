@@ -82,6 +82,8 @@ bool is_step_model(const std::string& model);
 bool parse_averaged_steps(const std::string& model, int64_t& from, int64_t& to);
 // `model` names a model of an experiment: final, avg, step<N> or avg<A>-<B>.
 bool is_experiment_model(const std::string& model);
+// What an experiment's --model may be, for errors: "final (model.pt), avg (...), ...".
+std::string experiment_model_choices();
 
 class Separator {
  public:

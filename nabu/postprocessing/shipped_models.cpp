@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu_paths.h"  // generated: NABU_SOURCE_MODELS_DIR, NABU_INSTALLED_MODELS_DIR
@@ -101,6 +103,26 @@ ShippedModel find_shipped_model(const std::string& name, const std::string& flag
               (names.empty() ? "; none found in " + join(searched, ", ")
                              : "; shipped: " + join(names, ", ")) +
               " (an experiment takes --expdir; nabu models lists the shipped ones)");
+}
+
+bool names_exported_file(const std::string& name) {
+  return name.find('/') != std::string::npos || std::filesystem::path(name).extension() == ".pt";
+}
+
+std::filesystem::path exported_model_file(const std::string& name, const std::string& flag) {
+  return names_exported_file(name) ? std::filesystem::path(name)
+                                   : find_shipped_model(name, flag).file;
+}
+
+std::string shipped_model_recipe(const ShippedModel& model) {
+  std::ifstream in(model.folder / "recipe" / "experiment.json");
+  if (!in) return "";
+  const auto record = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!record.is_object() || !record.contains("recipe") || !record["recipe"].is_string())
+    return "";
+  const std::string recipe = record["recipe"].get<std::string>();
+  const auto at = recipe.rfind("/recipes/");
+  return at == std::string::npos ? recipe : recipe.substr(at + 1);
 }
 
 }  // namespace nabu

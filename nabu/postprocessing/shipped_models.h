@@ -26,5 +26,13 @@ std::vector<ShippedModel> shipped_models();
 // A shipped model by name, or an Error naming the flag, the name, a close name and the models
 // there are.
 ShippedModel find_shipped_model(const std::string& name, const std::string& flag);
+// Whether `--model=<name>` names a file (it has a '/' or ends in .pt) rather than a shipped model.
+bool names_exported_file(const std::string& name);
+// The file `--model=<name>` names: a path as given, else the shipped model of that name
+// (find_shipped_model's errors).
+std::filesystem::path exported_model_file(const std::string& name, const std::string& flag);
+// The recipe a shipped model was trained with, as its recipe copy records it relative to the
+// source tree ("recipes/SS/..."); empty when the copy names none.
+std::string shipped_model_recipe(const ShippedModel& model);
 
 }  // namespace nabu

@@ -129,10 +129,7 @@ int separate_with_exported(const CommonOptions& common, const RecordingOptions& 
     throw Error("--device=" + recordings.device + ": " + flag + " computes on the CPU");
   check_recording_files(recordings, "separate");
   apply_common_options(common);
-  const bool is_path = name.find('/') != std::string::npos ||
-                       std::filesystem::path(name).extension() == ".pt";
-  const std::filesystem::path file = is_path ? std::filesystem::path(name)
-                                             : find_shipped_model(name, "--model").file;
+  const std::filesystem::path file = exported_model_file(name, "--model");
   ExportedSeparator exported(file);
   spdlog::info("model: {} ({} Hz, {} speakers)", file.string(), exported.sample_rate(),
                exported.speakers());

@@ -1,5 +1,8 @@
 // `nabu test`: flags -> run_test (postprocessing/evaluation_run.h); prints the score tables.
+#include <algorithm>
 #include <iostream>
+
+#include <spdlog/spdlog.h>
 
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/device.h"
@@ -8,9 +11,64 @@
 #include "nabu/core/fs.h"
 #include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
+#include "nabu/core/strings.h"
+#include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/postprocessing/evaluation_run.h"
+#include "nabu/postprocessing/exported_separator.h"
+#include "nabu/postprocessing/separation.h"
+#include "nabu/postprocessing/shipped_models.h"
 
 namespace nabu::cli {
+
+namespace {
+
+// --model=<shipped name or exported file>: that model tested on the test lists of --recipe,
+// separating from the audio; results in <expdir>/test_<name>/ (--expdir is made when missing).
+int test_exported(const CommonOptions& common, TestRunOptions options, const std::string& device) {
+  const std::string flag = "--model=" + options.model;
+  const bool is_path = names_exported_file(options.model);
+  if (!is_path) {
+    std::vector<std::string> shipped;
+    for (const auto& model : shipped_models()) shipped.push_back(model.name);
+    if (std::find(shipped.begin(), shipped.end(), options.model) == shipped.end())
+      throw Error(flag + ": expected " + experiment_model_choices() + "; or a shipped model (" +
+                  join(shipped, ", ") + ") or a file nabu export wrote" +
+                  did_you_mean(options.model, shipped));
+  }
+  const fs::path file = exported_model_file(options.model, "--model");
+  if (common.recipe.empty()) {
+    const std::string trained_with =
+        is_path ? "" : shipped_model_recipe(find_shipped_model(options.model, "--model"));
+    throw Error(flag + " needs --recipe: the recipe whose test lists (test_evaluator.cfg, "
+                "scorer.cfg, database.conf) to separate and score" +
+                (trained_with.empty() ? std::string()
+                                      : "; the model was trained with " + trained_with));
+  }
+  if (options.allow_early_testing)
+    throw Error("--allow-early-testing takes an experiment's model, not " + flag);
+  if (device != "auto" && device != "cpu")
+    throw Error("--device=" + device + ": " + flag + " computes on the CPU");
+  apply_common_options(common);
+  Recipe recipe = Recipe::load(common.recipe, common.overrides());
+  check_task_flag(recipe, options.task);
+  ExportedSeparator exported(file);
+  const ChunkModel model = exported.chunk_model();
+  if (options.chunk_seconds > 0)
+    check_chunk_options(ChunkOptions{options.chunk_seconds, options.overlap_seconds},
+                        model.frame_length, model.sample_rate);
+  // The results folder is named after the model: its name, or the exported file's stem.
+  options.model = is_path ? file.stem().string() : options.model;
+  const fs::path expdir = common.expdir;
+  ensure_directory(expdir);
+  log_to_file(ExperimentLayout{expdir}.log());
+  spdlog::info("model: {} ({} Hz, {} speakers), test lists of {}", file.string(),
+               model.sample_rate, model.speakers, common.recipe);
+  options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
+  run_exported_test(recipe, model, expdir, options);
+  return 0;
+}
+
+}  // namespace
 
 int cmd_test(const std::vector<std::string>& args) {
   CommonOptions common;
@@ -30,7 +88,10 @@ int cmd_test(const std::vector<std::string>& args) {
        "final: each stage's model.pt; avg: model_avg.pt, the average of the best validated\n"
        "models (trainer.cfg average_checkpoints = N; results in <expdir>/test_avg/); step<N>:\n"
        "the model of update N (trainer.cfg export_every; results in <expdir>/test_step<N>/);\n"
-       "avg<A>-<B>: the mean of the exports of updates A to B (in <expdir>/test_avg<A>-<B>/)")
+       "avg<A>-<B>: the mean of the exports of updates A to B (in <expdir>/test_avg<A>-<B>/);\n"
+       "a shipped model's name (nabu models) or a file nabu export wrote: that model on the\n"
+       "test lists of --recipe, separated from their audio, with no training (results in\n"
+       "<expdir>/test_<name>/; --expdir is made when missing)")
       ("chunk-seconds", po::value(&options.chunk_seconds)->default_value(0.0),
        "separate each test mixture from its audio in chunks of this length, as nabu separate\n"
        "does (results in <expdir>/test_chunks_<S>s/, to compare with whole utterances)")
@@ -46,18 +107,23 @@ int cmd_test(const std::vector<std::string>& args) {
           "separated signals (reconstructor.cfg) written as wavs and their scores (scorer.cfg)\n"
           "written as results JSON, all in <expdir>/test/. Uses the recipe copy in --expdir\n"
           "unless --recipe is given. A run replaces its results folder when it is done.\n\n"
-          "Example: nabu test --expdir=exp/dc",
+          "With --model=<shipped model> (or an exported file) and --recipe, tests that model on\n"
+          "the recipe's test lists: the mixtures of scorer.cfg's base sections are separated\n"
+          "from their audio and scored, with no experiment and no stores.\n\n"
+          "Example: nabu test --expdir=exp/dc\n"
+          "         nabu test --model=pit_blstm_2spk_8k --recipe=recipes/SS/DBLSTM/long_PIT_SISNR_2spk --expdir=exp/shipped",
           args, description))
     return 0;
   require(common.expdir, "expdir", "test");
   options.allow_early_testing = !early.empty() && parse_flag(early, "allow-early-testing");
+  if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
+  if (!is_experiment_model(options.model)) return test_exported(common, options, device);
   apply_common_options(common);
   fs::path expdir = common.expdir;
   if (!fs::is_directory(expdir)) throw Error(expdir.string() + ": no such experiment directory");
   Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
                                         : Recipe::load(common.recipe, common.overrides());
   check_task_flag(recipe, options.task);
-  if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
   options.device = resolve_device(device, "--device");
   options.seed = common.seed;
   log_to_file(ExperimentLayout{expdir}.log());
