@@ -91,6 +91,11 @@ std::vector<UtteranceScore> score(ScoringData& scoring, const Separation& separa
   return scores;
 }
 
+// Each signal of [S, N] scaled to max |x| = 1, as whole-utterance reconstructions are.
+torch::Tensor normalised_to_peak(const torch::Tensor& signals) {
+  return signals / signals.abs().amax(1, /*keepdim=*/true).clamp_min(1e-12);
+}
+
 // The test mixture of `whole` separated from its audio in chunks, each signal normalised to
 // max |x| = 1 as whole-utterance reconstructions are.
 torch::Tensor separate_in_chunks(TaskSeparation& task, const Separation& whole,
@@ -100,10 +105,25 @@ torch::Tensor separate_in_chunks(TaskSeparation& task, const Separation& whole,
     throw DataError("test utterance " + whole.utterance + ": its mixture audio is at " +
                     std::to_string(audio.sample_rate) + " Hz, the model's data at " +
                     std::to_string(whole.sample_rate) + " Hz");
-  auto signals = separate_in_chunks(task, audio.samples.reshape({-1}), audio.sample_rate,
-                                    ChunkOptions{options.chunk_seconds, options.overlap_seconds});
-  auto peaks = signals.abs().amax(1, /*keepdim=*/true).clamp_min(1e-12);
-  return signals / peaks;
+  return normalised_to_peak(
+      separate_in_chunks(task, audio.samples.reshape({-1}), audio.sample_rate,
+                         ChunkOptions{options.chunk_seconds, options.overlap_seconds}));
+}
+
+// Each separated signal written to <wav_dir>/s<k>/<utterance>.wav, its line (with the paths the
+// files will have in <final_wav_dir>) appended to `pointers`; returns those paths.
+std::vector<std::string> write_reconstructions(const Separation& separation,
+                                               const fs::path& wav_dir,
+                                               const fs::path& final_wav_dir,
+                                               std::string& pointers) {
+  std::vector<std::string> paths;
+  for (int64_t s = 0; s < separation.signals.size(0); ++s) {
+    fs::path relative = fs::path("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
+    write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
+    paths.push_back((final_wav_dir / relative).string());
+  }
+  pointers += separation.utterance + " " + join(paths, " ") + "\n";
+  return paths;
 }
 
 // The temporary siblings of `folder` ("<folder>.tmp.<pid>.<n>", "<folder>.old.tmp.<pid>.<n>")
@@ -180,13 +200,7 @@ EvaluationResult run_separation_test(const Recipe& recipe, Separator& separator,
   auto loss = run->evaluate(options.max_utterances, [&](const Separation& whole) {
     Separation separation = whole;
     if (options.chunk_seconds > 0) separation.signals = separate_in_chunks(*run, whole, options);
-    std::vector<std::string> paths;
-    for (int64_t s = 0; s < separation.signals.size(0); ++s) {
-      fs::path relative = fs::path("s" + std::to_string(s + 1)) / (separation.utterance + ".wav");
-      write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
-      paths.push_back((final_wav_dir / relative).string());
-    }
-    pointers += separation.utterance + " " + join(paths, " ") + "\n";
+    auto paths = write_reconstructions(separation, wav_dir, final_wav_dir, pointers);
     if (scoring.mixture && scoring.mixture->has(separation.utterance))
       paths.insert(paths.begin(), scoring.mixture->line(separation.utterance).fields.front());
     files[separation.utterance] = paths;
@@ -321,17 +335,10 @@ void run_exported_task(const ChunkModel& model, const std::string& task, Scoring
     Separation separation;
     separation.utterance = line.utterance;
     separation.sample_rate = model.sample_rate;
-    auto signals = separate_in_chunks(
+    separation.signals = normalised_to_peak(separate_in_chunks(
         model, audio.samples.reshape({-1}),
-        ChunkOptions{options.chunk_seconds, options.overlap_seconds});
-    separation.signals = signals / signals.abs().amax(1, /*keepdim=*/true).clamp_min(1e-12);
-    std::vector<std::string> paths;
-    for (int64_t s = 0; s < separation.signals.size(0); ++s) {
-      fs::path relative = fs::path("s" + std::to_string(s + 1)) / (line.utterance + ".wav");
-      write_audio((wav_dir / relative).string(), separation.signals[s], separation.sample_rate);
-      paths.push_back((final_wav_dir / relative).string());
-    }
-    pointers += line.utterance + " " + join(paths, " ") + "\n";
+        ChunkOptions{options.chunk_seconds, options.overlap_seconds}));
+    auto paths = write_reconstructions(separation, wav_dir, final_wav_dir, pointers);
     paths.insert(paths.begin(), line.fields.front());
     files[line.utterance] = paths;
     score(scoring, separation);
