@@ -605,3 +605,29 @@ TEST(LossAssignment, MinOverPermutationsEnumeratedAndSolvedAgreeWithBruteForce) 
 }
 
 }  // namespace
+
+// The softmax over the speakers of a speaker-major view (the speakers last, the bins innermost
+// in memory) runs over the memory's order; it must give what the plain softmax of the same
+// values gives, forward and backward, in float and in double.
+TEST(LossMaskActivation, SoftmaxOverATransposedViewEqualsThePlainSoftmax) {
+  torch::manual_seed(3);
+  for (auto dtype : {torch::kFloat32, torch::kFloat64}) {
+    auto speaker_major = torch::randn({3, 7, 2, 129}, dtype).mul_(4).requires_grad_();
+    auto plain = speaker_major.detach().transpose(2, 3).contiguous().requires_grad_();
+    auto fast = losses::apply_activation(speaker_major.transpose(2, 3), losses::MaskActivation::kSoftmax, 3);
+    auto reference = torch::softmax(plain, 3);
+    ASSERT_EQ(fast.sizes(), reference.sizes());
+    const double tolerance = dtype == torch::kFloat32 ? 1e-6 : 1e-14;
+    EXPECT_LT((fast - reference).abs().max().item<double>(), tolerance);
+    EXPECT_LT((fast.sum(3) - 1).abs().max().item<double>(), 10 * tolerance);
+    auto weights = torch::randn(reference.sizes(), dtype);
+    (fast * weights).sum().backward();
+    (reference * weights).sum().backward();
+    EXPECT_LT((speaker_major.grad().transpose(2, 3) - plain.grad()).abs().max().item<double>(),
+              tolerance);
+  }
+  // Three speakers and a contiguous [B, T, F, S] input take the plain path: the same values.
+  auto contiguous = torch::randn({2, 5, 9, 3}, torch::kFloat64);
+  EXPECT_TRUE(torch::equal(losses::apply_activation(contiguous, losses::MaskActivation::kSoftmax, 3),
+                           torch::softmax(contiguous, 3)));
+}

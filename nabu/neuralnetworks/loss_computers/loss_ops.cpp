@@ -115,8 +115,18 @@ void declare_mask_activation(OptionsReader& r, const std::string& key, MaskActiv
 torch::Tensor apply_activation(const torch::Tensor& logits, MaskActivation activation,
                                int64_t speaker_dim) {
   switch (activation) {
-    case MaskActivation::kSoftmax:
+    case MaskActivation::kSoftmax: {
+      // Logits of speaker-major models arrive as a transposed view, the speakers last but not
+      // innermost in memory. LibTorch's CPU softmax copies such a view into that order and runs
+      // its row kernel over rows of two or three speakers: 6.8 ms forward and 3.7 backward per
+      // update of the demo recipe. Over the memory's own order (the speakers, then the bins
+      // innermost) it runs vectorised across the bins instead.
+      const int64_t last = logits.dim() - 1;
+      if (speaker_dim == last && last >= 1 && logits.stride(last) != 1 &&
+          logits.stride(last - 1) == 1)
+        return torch::softmax(logits.transpose(last - 1, last), last - 1).transpose(last - 1, last);
       return torch::softmax(logits, speaker_dim);
+    }
     case MaskActivation::kSigmoid:
       return torch::sigmoid(logits);
     case MaskActivation::kNone:
