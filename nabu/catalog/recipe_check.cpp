@@ -69,6 +69,13 @@ std::string generation_hint(const std::string& file) {
   return "";
 }
 
+// Whether `path` is `folder` or lies under it.
+bool holds(const fs::path& folder, const fs::path& path) {
+  const fs::path relative = fs::absolute(path).lexically_normal().lexically_relative(
+      fs::absolute(folder).lexically_normal());
+  return !relative.empty() && *relative.begin() != "..";
+}
+
 }  // namespace
 
 RecipeChecker::RecipeChecker(const fs::path& dir, const std::vector<ConfigOverride>& overrides,
@@ -128,6 +135,7 @@ std::set<std::string> RecipeChecker::prepared_sections() {
 
 void RecipeChecker::check_database() {
   const std::set<std::string> prepared = prepared_sections();
+  bool relative_missing = false;
   for (const auto& section : database_->sections()) {
     if (section.name() == "globalvars") continue;
     guard([&] {
@@ -137,6 +145,7 @@ void RecipeChecker::check_database() {
       const bool skipped = !prepared.empty() && !prepared.count(section.name());
       for (const auto& file : options.datafiles)
         if (!fs::exists(file)) {
+          relative_missing = relative_missing || fs::path(file).is_relative();
           const std::string message = section.where("datafiles") + ": '" + file +
                                       "' does not exist" + generation_hint(file);
           if (skipped)
@@ -155,6 +164,11 @@ void RecipeChecker::check_database() {
         check_processor(section);
     });
   }
+  // Run from another folder, every relative list is missing for that reason alone.
+  if (relative_missing && !holds(fs::current_path(), recipe_.dir()))
+    warning("the recipe's relative paths are read from the working directory " +
+            fs::current_path().string() + ", which does not hold " + recipe_.dir().string() +
+            ": the shipped recipes are run from the project root");
 }
 
 void RecipeChecker::check_models(const ConfigFile& models) {

@@ -35,6 +35,15 @@ void rename_replace(const fs::path& from, const fs::path& to) {
   if (ec) throw Error(to.string() + ": cannot move into place: " + ec.message());
 }
 
+std::string working_directory_note(const fs::path& path) {
+  if (path.is_absolute()) return "";
+  std::error_code ec;
+  const fs::path here = fs::current_path(ec);
+  return " (relative to the working directory " + (ec ? std::string("?") : here.string()) +
+         "; a recipe's paths are read from where nabu runs: the project root for the shipped "
+         "recipes)";
+}
+
 fs::path absolute_folder(const fs::path& folder) {
   fs::path normal = fs::absolute(folder).lexically_normal();
   return normal.filename().empty() ? normal.parent_path() : normal;

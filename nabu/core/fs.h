@@ -22,6 +22,10 @@ void rename_replace(const fs::path& from, const fs::path& to);
 // `folder` absolute and normal, without a trailing separator ("data/x/" -> "/.../data/x"), so
 // that its filename() is the folder's name.
 fs::path absolute_folder(const fs::path& folder);
+// For an error about a missing file: where a relative `path` was looked for (" (relative to the
+// working directory /x; ...)"), since a recipe's paths are read from where nabu runs; "" for an
+// absolute path.
+std::string working_directory_note(const fs::path& path);
 
 // Deletes the file on destruction unless commit() renamed it into place.
 class AtomicPath {

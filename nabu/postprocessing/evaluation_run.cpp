@@ -53,8 +53,13 @@ ScoringData make_scoring(const Recipe& recipe, const std::string& task) {
     if (scorer->needs_noise() && !scoring.noise)
       scoring.noise = std::make_unique<SectionReader>(recipe, options.noise);
   const ConfigFile& database = recipe.get("database.conf");
+  const ConfigSection& spkinfo = database.section(options.spkinfo);
   SpeakerInfo speakers;
-  for (const auto& file : database.section(options.spkinfo).get_list("datafiles")) {
+  for (const auto& file : spkinfo.get_list("datafiles")) {
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec))
+      throw DataError(spkinfo.where("datafiles") + ": the speaker info file '" + file +
+                      "' does not exist" + working_directory_note(file));
     auto more = read_speaker_info(file);
     speakers.insert(more.begin(), more.end());
   }

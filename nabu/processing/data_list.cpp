@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "nabu/core/error.h"
+#include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
@@ -15,7 +16,7 @@ namespace {
 std::string read_list_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw DataError("list file '" + path + "' does not exist");
+    throw DataError("list file '" + path + "' does not exist" + working_directory_note(path));
   gzFile file = gzopen(path.c_str(), "rb");
   if (!file) throw DataError("cannot open list file '" + path + "'");
   std::string content;

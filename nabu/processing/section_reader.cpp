@@ -22,13 +22,18 @@ SectionReader::SectionReader(const Recipe& recipe, const std::string& section_na
     processor_->set_statistics(*statistics_);
   }
   datafiles_ = options.datafiles;
+  datafiles_where_ = section.where("datafiles");
   recorded_sample_rate_ = options.sample_rate;
   list_root_ = recipe.list_root();
 }
 
 void SectionReader::load_list() const {
   if (loaded_) return;
-  lines_ = read_data_lines(datafiles_, 1, list_root_);
+  try {
+    lines_ = read_data_lines(datafiles_, 1, list_root_);
+  } catch (const DataError& e) {
+    throw DataError(datafiles_where_ + ": " + e.what());
+  }
   index_ = index_by_utterance(lines_);
   loaded_ = true;
 }

@@ -50,6 +50,7 @@ class SectionReader {
   std::vector<std::string> datafiles_;
   int recorded_sample_rate_ = 0;
   std::string list_root_;
+  std::string datafiles_where_;  // "database.conf:N: [section] datafiles", for list errors
   mutable bool loaded_ = false;
   mutable std::vector<DataLine> lines_;
   mutable std::map<std::string, std::size_t> index_;

@@ -306,6 +306,15 @@ TEST(ProcessingErrors, ListFileProblemsNameFileAndLine) {
   write_text(dir / "dup.scp", "u1 a.wav\n\nu1 b.wav\n");
   EXPECT_NE(error_of([&] { read_data_lines({(dir / "dup.scp").string()}); }).find("listed twice"),
             std::string::npos);
+  // A missing list says where a relative path was looked for; an absolute one needs no note.
+  const std::string relative = error_of([&] { read_data_lines({"no/such/list.scp"}); });
+  EXPECT_NE(relative.find("list file 'no/such/list.scp' does not exist (relative to the working "
+                          "directory " + std::filesystem::current_path().string()),
+            std::string::npos)
+      << relative;
+  const std::string absolute = error_of([&] { read_data_lines({(dir / "none.scp").string()}); });
+  EXPECT_NE(absolute.find("none.scp' does not exist"), std::string::npos) << absolute;
+  EXPECT_EQ(absolute.find("working directory"), std::string::npos) << absolute;
   write_text(dir / "a.scp", "u1 a.wav\n");
   write_text(dir / "b.scp", "u2 b.wav 0.5 1.0\n");
   auto lines = read_data_lines({(dir / "a.scp").string(), (dir / "b.scp").string()});

@@ -202,6 +202,20 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
   EXPECT_NE(wham.output.find("(write the corpus's lists first: nabu prepare wham"),
             std::string::npos)
       << wham.output;
+  // Run from a folder that does not hold the recipe, the lists may be missing for that alone:
+  // one warning says where relative paths were read from.
+  const std::string elsewhere = "the recipe's relative paths are read from the working directory " +
+                                fs::canonical(fresh.path()).string() + ", which does not hold ";
+  EXPECT_NE(dc.output.find(elsewhere), std::string::npos) << dc.output;
+  // From a folder that holds the recipe (a project root without its data), no such warning.
+  copy_recipe(source_dir() / "recipes/SS/DBLSTM/toy_DC_2spk", fresh, {});
+  auto here = run_nabu("check --recipe=recipe", fresh.path());
+  EXPECT_EQ(here.exit_code, 1) << here.output;
+  EXPECT_NE(here.output.find("(generate the corpus first: tools/make_toy_corpus)"),
+            std::string::npos)
+      << here.output;
+  EXPECT_EQ(here.output.find("read from the working directory"), std::string::npos)
+      << here.output;
 }
 
 // A trainer.cfg stage reads its inputs and targets from stores cut at its segment length: a
