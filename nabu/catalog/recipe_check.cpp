@@ -165,9 +165,11 @@ void RecipeChecker::check_database() {
     });
   }
   // Run from another folder, every relative list is missing for that reason alone.
-  if (relative_missing && !holds(fs::current_path(), recipe_.dir()))
-    warning("the recipe's relative paths are read from the working directory " +
-            fs::current_path().string() + ", which does not hold " + recipe_.dir().string() +
+  if (!relative_missing) return;
+  const fs::path here = fs::current_path();
+  if (!holds(here, recipe_.dir()))
+    warning("the recipe's relative paths are read from the working directory " + here.string() +
+            ", which does not hold " + recipe_.dir().string() +
             ": the shipped recipes are run from the project root");
 }
 

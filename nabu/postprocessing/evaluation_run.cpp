@@ -56,12 +56,12 @@ ScoringData make_scoring(const Recipe& recipe, const std::string& task) {
   const ConfigSection& spkinfo = database.section(options.spkinfo);
   SpeakerInfo speakers;
   for (const auto& file : spkinfo.get_list("datafiles")) {
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec))
-      throw DataError(spkinfo.where("datafiles") + ": the speaker info file '" + file +
-                      "' does not exist" + working_directory_note(file));
-    auto more = read_speaker_info(file);
-    speakers.insert(more.begin(), more.end());
+    try {
+      auto more = read_speaker_info(file);
+      speakers.insert(more.begin(), more.end());
+    } catch (const DataError& e) {
+      throw DataError(spkinfo.where("datafiles") + ": " + e.what());
+    }
   }
   for (const auto& scorer : scoring.scorers)
     scoring.summaries.emplace_back(scorer->metrics(), speakers);

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "nabu/core/error.h"
+#include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
 
 namespace nabu {
@@ -62,7 +63,9 @@ std::vector<double> read_numbers(const nlohmann::json& list) {
 
 SpeakerInfo read_speaker_info(const std::filesystem::path& file) {
   std::ifstream in(file);
-  if (!in) throw DataError(file.string() + ": cannot read the speaker info file");
+  if (!in)
+    throw DataError(file.string() + ": cannot read the speaker info file" +
+                    working_directory_note(file));
   SpeakerInfo info;
   std::string line;
   int line_number = 0;
