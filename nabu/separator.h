@@ -42,6 +42,10 @@ class Separator {
 
   int sample_rate() const;  // the rate the model was trained at
   int speakers() const;
+  // What the experiment's training said of its final model, one line each: a training whose
+  // validation never improved on its start handed back an untrained model. Empty when all is
+  // well, and for exported files.
+  std::vector<std::string> warnings() const;
   // Mono samples at `rate` (any rate: resampled to the model's and back), in [-1, 1] as audio
   // files hold them; the separated speakers at the input's rate, length and level, in chunks as
   // `nabu separate` does. Throws for a signal shorter than one analysis frame, silent or with NaN.

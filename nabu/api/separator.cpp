@@ -98,6 +98,9 @@ Separator Separator::from_exported(const std::string& file, const SeparatorOptio
 
 int Separator::sample_rate() const { return impl_->model.sample_rate; }
 int Separator::speakers() const { return impl_->model.speakers; }
+std::vector<std::string> Separator::warnings() const {
+  return impl_->separator ? impl_->separator->training_warnings() : std::vector<std::string>{};
+}
 
 Signals Separator::separate(const std::vector<float>& samples, int rate) {
   if (rate <= 0) throw Error("separate: the sample rate must be > 0, not " + std::to_string(rate));

@@ -43,6 +43,8 @@ struct ExperimentLayout {
   std::filesystem::path statistics_dir() const { return root / "statistics"; }
   std::filesystem::path log() const { return root / "run.log"; }
   std::filesystem::path val_sum() const { return root / "val_sum.json"; }
+  // What each stage handed back (core/training_summary.h).
+  std::filesystem::path training_summary() const { return root / "training_summary.json"; }
   // Every stage's TensorBoard run (StageLayout::tensorboard_dir).
   std::filesystem::path tensorboard_dir() const { return root / "tensorboard"; }
   std::filesystem::path train_options() const { return root / "train_options.json"; }

@@ -365,6 +365,10 @@ void run_test(const Recipe& recipe, const fs::path& expdir, const TestRunOptions
   // The model is found before any folder is made: a missing one leaves nothing behind.
   Separator separator(recipe, expdir, segment, options.allow_early_testing, options.model,
                       options.device);
+  // Above the score tables too: scores of an untrained model are no measurement.
+  if (options.on_summary)
+    for (const auto& warning : separator.training_warnings())
+      options.on_summary("WARNING: " + warning + "\n");
   write_results_folder(expdir / test_folder_name(options), [&](const fs::path& testdir,
                                                                const fs::path& final_testdir) {
     nlohmann::json losses = nlohmann::json::object();

@@ -7,6 +7,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
+#include "nabu/core/training_summary.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/model_snapshots.h"
@@ -141,6 +142,11 @@ Separator::Separator(const Recipe& recipe, const fs::path& expdir, const std::st
                 "running training with --allow-early-testing");
   }
   if (!averaged) spdlog::info("model: {}", model_file_.string());
+  // The final model of a training that never improved on its start (nabu train said so at its
+  // end) is said again wherever it is used: what it gives is no measurement of training.
+  if (model == "final" && !early)
+    training_warnings_ = read_training_summary(expdir).final_model_warnings();
+  for (const auto& warning : training_warnings_) spdlog::warn("{}", warning);
   bank_ = std::make_unique<ModelBank>(recipe.get("model.cfg"));
 }
 

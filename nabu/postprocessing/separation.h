@@ -116,6 +116,9 @@ class Separator {
   // forward_samples computes in `precision` (autocast; `nabu separate --precision`); fp32 by
   // default. The outputs come back as float32 either way.
   void set_precision(Precision precision) { precision_ = precision; }
+  // The training's warnings about the final model (core/training_summary.h): a model that never
+  // improved on its start. Logged when the Separator is made; empty for other models.
+  const std::vector<std::string>& training_warnings() const { return training_warnings_; }
 
  private:
   friend class TaskSeparation;
@@ -128,6 +131,7 @@ class Separator {
   std::filesystem::path model_file_;
   std::vector<std::filesystem::path> average_files_;  // avg<A>-<B>: the exports averaged
   bool early_ = false;  // model_file_ is a training checkpoint
+  std::vector<std::string> training_warnings_;
   std::unique_ptr<ModelBank> bank_;
   c10::Device device_;  // where the models compute; the outputs come back to the CPU
   Precision precision_ = Precision::kFp32;

@@ -204,7 +204,13 @@ std::map<std::string, torch::Tensor> read_parameter_file(const std::filesystem::
   } catch (const Error& e) {
     throw Error(path.string() + ": not a model parameter file: " + e.what());
   } catch (const c10::Error& e) {
-    throw Error(path.string() + ": not a model parameter file: " + e.what_without_backtrace());
+    const std::string what = e.what_without_backtrace();
+    // A module's class in the pickle: TorchScript, which nabu export writes (the shipped models).
+    if (what.find("Unpickler found unknown type") != std::string::npos)
+      throw Error(path.string() + ": a TorchScript file (nabu export writes them; the shipped "
+                  "models are them), not the parameters of a training: this takes an "
+                  "experiment's <expdir>/<stage>/model/model.pt, e.g. exp/demo/full/model/model.pt");
+    throw Error(path.string() + ": not a model parameter file: " + what);
   }
   return tensors;
 }

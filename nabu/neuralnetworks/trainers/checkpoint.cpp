@@ -87,6 +87,7 @@ void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint
   archive.write("validation/validated_step", scalar(validation.validated_step));
   archive.write("validation/lr_factor", scalar(validation.lr_factor));
   archive.write("validation/seconds_since", scalar(validation.seconds_since_validation));
+  archive.write("validation/count", scalar(validation.count));
   archive.write("validation/tracks", scalar(static_cast<int64_t>(validation.tracks.size())));
   for (std::size_t i = 0; i < validation.tracks.size(); ++i) {
     const auto& track = validation.tracks[i];
@@ -168,6 +169,7 @@ TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
     validation.validated_step = read_int(archive, "validation/validated_step");
     validation.lr_factor = read_double(archive, "validation/lr_factor");
     validation.seconds_since_validation = optional_double("validation/seconds_since");
+    validation.count = static_cast<int64_t>(optional_double("validation/count"));
     int64_t tracks = read_int(archive, "validation/tracks");
     for (int64_t i = 0; i < tracks; ++i) {
       std::string prefix = "validation/track" + std::to_string(i) + "/";

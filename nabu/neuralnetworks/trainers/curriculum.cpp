@@ -8,6 +8,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
+#include "nabu/core/training_summary.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
 
@@ -58,6 +59,11 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
   const ExperimentLayout experiment{expdir};
   nlohmann::json val_sum =
       settings.resume ? read_val_sum(experiment.val_sum()) : nlohmann::json::object();
+  // A skipped stage keeps what it handed back when it was trained.
+  const TrainingSummary earlier =
+      settings.resume ? read_training_summary(expdir) : TrainingSummary{};
+  TrainingSummary summary;
+  summary.final_model = experiment.final_model().string();
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const StageSettings& stage = stages[i];
     const StageLayout layout = experiment.stage(stage.segment_length);
@@ -75,6 +81,12 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
       if (chief)
         spdlog::info("[{}] stage already trained ({}), skipped", stage.segment_length,
                      layout.model().string());
+      // An experiment trained before training_summary.json existed: the stage's step unknown.
+      StageOutcome skipped;
+      skipped.stage = stage.segment_length;
+      for (const auto& outcome : earlier.stages)
+        if (outcome.stage == stage.segment_length) skipped = outcome;
+      summary.stages.push_back(skipped);
       continue;
     }
     fs::path init;
@@ -98,6 +110,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     StageContext context{recipe, options, stage, stage_dir, init, communicator, run};
     auto trainer = trainer_registry().create(options.trainer, context);
     StageResult result = trainer->run();
+    summary.stages.push_back(result.outcome);
     if (result.validated) {
       if (options.optimizer.acc_steps) {
         nlohmann::json per_task;
@@ -108,11 +121,16 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
         val_sum[stage.segment_length] = std::round(result.best_validation * 1e5) / 1e5;
       }
     }
-    if (chief) write_file_atomic(experiment.val_sum(), val_sum.dump(2) + "\n");
+    if (chief) {
+      write_file_atomic(experiment.val_sum(), val_sum.dump(2) + "\n");
+      write_training_summary(expdir, summary);
+    }
   }
-  if (chief)
-    spdlog::info("training done; the final model is {}",
-                 experiment.final_model().string());
+  if (!chief) return;
+  spdlog::info("training done; the final model is {}", experiment.final_model().string());
+  // Repeated at the end, where a user looks (the stages' lines may have scrolled away); nabu
+  // test and nabu separate --expdir repeat them from training_summary.json.
+  for (const auto& warning : summary.warnings()) spdlog::warn("{}", warning);
 }
 
 }  // namespace nabu

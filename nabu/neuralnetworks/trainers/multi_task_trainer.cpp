@@ -456,6 +456,30 @@ StageResult MultiTaskTrainer::run() {
   return finish();
 }
 
+StageOutcome MultiTaskTrainer::outcome(int64_t best_step) const {
+  StageOutcome outcome;
+  outcome.stage = stage_.segment_length;
+  outcome.steps = state_.step;
+  outcome.best_step = best_step;
+  outcome.validations = state_.validation.count;
+  outcome.fresh_start = init_model_.empty();
+  outcome.started_from = init_model_.empty() ? "a fresh initialisation" : init_model_.string();
+  return outcome;
+}
+
+// A stage whose best validation is step 0's hands back what it started from: said loudly on the
+// console and counted in metrics.jsonl's stage_end record.
+void MultiTaskTrainer::report_outcome(const StageOutcome& outcome) {
+  const std::string warning = stage_warning(outcome);
+  if (!warning.empty()) spdlog::warn("[{}] {}", stage_.segment_length, warning);
+  progress_->record({{"type", "stage_end"},
+                     {"step", outcome.steps},
+                     {"best_step", outcome.best_step},
+                     {"validations", outcome.validations},
+                     {"returned_its_start", outcome.returned_its_start()},
+                     {"warnings", warning.empty() ? 0 : 1}});
+}
+
 StageResult MultiTaskTrainer::finish() {
   // Every rank reads the chief's last save: without the barrier another rank could find the
   // file between its rotation to .prev and the new one's rename (and fail), or read the previous
@@ -464,8 +488,10 @@ StageResult MultiTaskTrainer::finish() {
   // The best validated model becomes the stage's model, also when the step limit ended the
   // stage (the original writes nothing then; docs/trainer.md). Its weights only: the optimizer
   // state stays the last update's.
+  int64_t best_step = -1;
   if (validation_ && checkpointer_->has_validated()) {
     auto best = checkpointer_->read_validated(/*with_optimizer_state=*/false);
+    best_step = best.state.step;
     torch::NoGradGuard no_grad;
     for (const auto& [name, tensor] : bank_->named_parameters())
       tensor.copy_(best.parameters.at(name));
@@ -480,12 +506,16 @@ StageResult MultiTaskTrainer::finish() {
   communicator_.barrier();
   StageResult result;
   result.steps = state_.step;
+  result.outcome = outcome(best_step);
   result.stop_reason = stop_reason_;
   if (validation_) validation_->report_best(state_.validation, result);
-  if (communicator_.is_chief())
-    spdlog::info("[{}] stage done after {} steps ({}); model written to {}", stage_.segment_length,
-                 state_.step, stop_reason_.empty() ? "finished" : stop_reason_,
-                 layout().model().string());
+  if (communicator_.is_chief()) {
+    spdlog::info("[{}] stage done after {} steps ({}); model written to {}{}",
+                 stage_.segment_length, state_.step,
+                 stop_reason_.empty() ? "finished" : stop_reason_, layout().model().string(),
+                 best_step >= 0 ? fmt::format(" (the model of step {})", best_step) : "");
+    report_outcome(result.outcome);
+  }
   return result;
 }
 

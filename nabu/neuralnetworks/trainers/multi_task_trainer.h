@@ -56,6 +56,8 @@ class MultiTaskTrainer : public StageTrainer {
   void stop_if_interrupted();
   // The best validated model becomes the stage's model; the result for val_sum.json.
   StageResult finish();
+  StageOutcome outcome(int64_t best_step) const;
+  void report_outcome(const StageOutcome& outcome);
   // The one place gradients cross ranks: every task's gradients, loss and norm summed over the
   // ranks, with whether a rank was signalled (interrupt_agreed_).
   void all_reduce_sums();

@@ -14,6 +14,7 @@
 
 #include "nabu/core/recipe.h"
 #include "nabu/core/registry.h"
+#include "nabu/core/training_summary.h"
 #include "nabu/distributed/communicator.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 
@@ -31,6 +32,7 @@ struct StageResult {
   std::map<std::string, double> best_per_task;
   int64_t steps = 0;
   std::string stop_reason;
+  StageOutcome outcome;  // what the stage handed back (its best step, what it started from)
 };
 
 // What a stage trainer is built from.

@@ -26,6 +26,7 @@ ValidationDecision ValidationPolicy::update(const std::vector<double>& losses, i
     throw Error("validation produced " + std::to_string(losses.size()) + " losses for " +
                 std::to_string(state.tracks.size()) + " tracks");
   ValidationDecision decision;
+  ++state.count;
   bool any_worse = false;
   for (std::size_t i = 0; i < losses.size(); ++i) {
     ValidationTrack& track = state.tracks[i];

@@ -32,6 +32,7 @@ struct ValidationState {
   int64_t validated_step = 0;
   double seconds_since_validation = 0;  // training time since the last validation
   double lr_factor = 1.0;
+  int64_t count = 0;  // validations made in the stage (training_summary.json)
   bool initialised() const { return !tracks.empty(); }
 };
 
