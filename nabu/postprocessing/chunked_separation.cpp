@@ -13,6 +13,7 @@
 #include "nabu/core/interrupted.h"
 #include "nabu/postprocessing/scorers/scorer.h"
 #include "nabu/processing/audio_stream.h"
+#include "nabu/processing/recording_checks.h"
 
 namespace nabu {
 
@@ -211,10 +212,13 @@ void throw_if_interrupted(const FileSeparationOptions& options, const std::files
                                 signal_number);
 }
 
-// What makes a recording unseparable, found before any separation work: shorter than one
-// analysis frame, or silent (a first pass over the file: about a second per hour of audio).
+// What makes a recording unseparable, found before any separation work: too short (the rule of
+// processing/recording_checks.h, or shorter than one analysis frame), or silent (a first pass
+// over the file: about a second per hour of audio).
 void check_separable(const std::filesystem::path& input, const FileSeparationOptions& options,
                      const AudioReader& reader, int64_t frame, int model_rate) {
+  if (auto problem = too_short_problem(reader.seconds()); !problem.empty())
+    throw DataError(input.string() + ": " + problem);
   if (reader.seconds() * model_rate < frame)
     throw DataError(input.string() + ": shorter than one analysis frame (" +
                     fmt::format("{:.1f} ms < {:.1f} ms", reader.seconds() * 1000,

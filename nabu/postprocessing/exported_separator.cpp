@@ -1,13 +1,32 @@
 #include "nabu/postprocessing/exported_separator.h"
 
+#include <fstream>
+
 #include <torch/script.h>
 
 #include "nabu/core/error.h"
 
 namespace nabu {
 
+namespace {
+
+// An ONNX model is a protobuf whose first field is ir_version (tag 0x08); a TorchScript file is a
+// zip archive ("PK").
+bool is_onnx_file(const std::filesystem::path& file) {
+  if (file.extension() == ".onnx") return true;
+  std::ifstream in(file, std::ios::binary);
+  char first = 0;
+  return in.get(first) && first == 0x08;
+}
+
+}  // namespace
+
 ExportedSeparator::ExportedSeparator(const std::filesystem::path& file) {
   if (!std::filesystem::is_regular_file(file)) throw Error(file.string() + ": no such file");
+  if (is_onnx_file(file))
+    throw Error(file.string() + ": an ONNX model, which is for onnxruntime in your own program "
+                "(docs/api.md); nabu separate and nabu test take the TorchScript file of nabu "
+                "export --format=torchscript (a .pt) or a shipped model's name (nabu models)");
   try {
     module_ = std::make_unique<torch::jit::Module>(torch::jit::load(file.string(), c10::kCPU));
   } catch (const c10::Error& e) {

@@ -106,7 +106,8 @@ ShippedModel find_shipped_model(const std::string& name, const std::string& flag
 }
 
 bool names_exported_file(const std::string& name) {
-  return name.find('/') != std::string::npos || std::filesystem::path(name).extension() == ".pt";
+  const auto extension = std::filesystem::path(name).extension();
+  return name.find('/') != std::string::npos || extension == ".pt" || extension == ".onnx";
 }
 
 std::filesystem::path exported_model_file(const std::string& name, const std::string& flag) {

@@ -26,7 +26,8 @@ std::vector<ShippedModel> shipped_models();
 // A shipped model by name, or an Error naming the flag, the name, a close name and the models
 // there are.
 ShippedModel find_shipped_model(const std::string& name, const std::string& flag);
-// Whether `--model=<name>` names a file (it has a '/' or ends in .pt) rather than a shipped model.
+// Whether `--model=<name>` names a file (it has a '/' or ends in .pt or .onnx) rather than a
+// shipped model.
 bool names_exported_file(const std::string& name);
 // The file `--model=<name>` names: a path as given, else the shipped model of that name
 // (find_shipped_model's errors).

@@ -7,6 +7,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
+#include "nabu/processing/recording_checks.h"
 
 namespace nabu {
 
@@ -47,6 +48,14 @@ AudioReader::AudioReader(const std::filesystem::path& path, int channel)
   if (frames_ <= 0) {
     sf_close(sndfile(file_));
     throw DataError(path.string() + ": empty (no samples)");
+  }
+  if ((info.format & SF_FORMAT_TYPEMASK) == SF_FORMAT_WAV) {
+    try {
+      refuse_truncated_wav(path);  // the rule nabu prepare applies (recording_checks.h)
+    } catch (...) {
+      sf_close(sndfile(file_));
+      throw;
+    }
   }
   // Normalised reads ([-1, 1] for every format), scaled to int16 below.
   sf_command(sndfile(file_), SFC_SET_NORM_DOUBLE, nullptr, SF_TRUE);

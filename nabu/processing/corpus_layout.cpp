@@ -12,6 +12,7 @@
 #include "nabu/core/progress.h"
 #include "nabu/core/strings.h"
 #include "nabu/processing/corpus_preparation.h"
+#include "nabu/processing/recording_checks.h"
 #include "nabu/processing/wav_header.h"
 
 namespace nabu::corpus {
@@ -199,6 +200,9 @@ Split scan_split(const std::string& name, const fs::path& dir, const fs::path& r
     if (!is_corpus_folder(folder.name)) continue;
     std::error_code ec;
     for (fs::directory_iterator it(child, ec), end; !ec && it != end; it.increment(ec)) {
+      if (is_audio_of_another_format(it->path()))
+        problems.add(relative_name(child, root), other_format_problem(),
+                     it->path().filename().string());
       if (it->path().extension() != ".wav") continue;
       const std::string name = it->path().filename().string();
       if (name.find_first_of(" \t") != std::string::npos) {
@@ -262,12 +266,12 @@ int64_t checked_frames(const fs::path& file, const std::string& place, const std
                  example);
   if (header.channels != 1)
     problems.add(place, std::to_string(header.channels) + " channels (expected mono)", example);
-  if (header.truncated()) {
-    std::ostringstream what;
-    what.precision(3);
-    what << "truncated: the header declares " << header.seconds() << " s, the file holds "
-         << double(header.frames_present) / std::max(1, header.sample_rate) << " s";
-    problems.add(place, what.str(), example);
+  if (auto problem = truncation_problem(header); !problem.empty()) {
+    problems.add(place, problem, example);
+    return -1;
+  }
+  if (header.seconds() < variant.shortest_seconds) {
+    problems.add(place, too_short_problem(header.seconds()), example);
     return -1;
   }
   return header.frames;
@@ -387,6 +391,8 @@ Variant scan_variant(const CorpusKind& kind, const fs::path& mode_dir, const fs:
     // Named after its root; one rate, that of its first mixture file (tr's, in name order).
     variant.corpus = mode_dir.filename().string();
     variant.mode.clear();
+    // A user's own recordings: the rule every command applies (processing/recording_checks.h).
+    variant.shortest_seconds = kShortestRecordingSeconds;
     for (const auto& split : variant.splits) {
       if (split.folders.empty() || split.folders[split.primary].files.empty()) continue;
       const fs::path& first = split.folders[split.primary].files.begin()->second;

@@ -56,6 +56,7 @@ struct Variant {
   std::string corpus, rate_folder, mode;
   std::string first_file;  // kind folder: the file whose rate is the corpus's
   int sample_rate = 0, sources = 0;
+  double shortest_seconds = 0;  // kind folder: files shorter than this are refused
   fs::path dir;
   std::vector<Split> splits;
 };

@@ -16,6 +16,7 @@
 #include "nabu/core/strings.h"
 #include "nabu/processing/audio.h"
 #include "nabu/processing/preparation_problems.h"
+#include "nabu/processing/recording_checks.h"
 #include "nabu/processing/wav_header.h"
 
 namespace nabu {
@@ -29,12 +30,16 @@ struct Recording {
   fs::path path;
 };
 
-std::vector<fs::path> sorted_entries(const fs::path& dir, bool folders) {
+// A folder's subfolders, its wavs, or its audio files of another format, in name order.
+enum class Entries { kFolders, kWavs, kOtherAudio };
+std::vector<fs::path> sorted_entries(const fs::path& dir, Entries kind) {
   std::vector<fs::path> out;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (folders ? it->is_directory(ec) : it->path().extension() == ".wav")
-      out.push_back(it->path());
+    const bool wanted = kind == Entries::kFolders ? it->is_directory(ec)
+                        : kind == Entries::kWavs  ? it->path().extension() == ".wav"
+                                                  : is_audio_of_another_format(it->path());
+    if (wanted) out.push_back(it->path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -55,24 +60,27 @@ bool is_speaker_folder_corpus(const fs::path& root) {
   std::error_code ec;
   for (const char* split : {"tr", "cv", "tt"})
     if (fs::is_directory(root / split, ec)) return false;
-  for (const auto& folder : sorted_entries(root, true))
-    if (!sorted_entries(folder, false).empty()) return true;
+  for (const auto& folder : sorted_entries(root, Entries::kFolders))
+    if (!sorted_entries(folder, Entries::kWavs).empty()) return true;
   return false;
 }
 
 namespace {
 
-// Every recording by speaker: a readable mono wav at the first one's rate, not silent; the
-// problems of all listed at once.
+// Every recording by speaker: a readable mono wav at the first one's rate, complete and long
+// enough (processing/recording_checks.h); the problems of all listed at once. A speaker with one
+// recording is said in a warning.
 std::map<std::string, std::vector<Recording>> read_recordings(const fs::path& root, int& rate) {
   const std::string corpus = root.filename().string();
   Problems problems;
   std::map<std::string, std::vector<Recording>> by_speaker;
   std::string first_file;
-  for (const auto& folder : sorted_entries(root, true)) {
+  for (const auto& folder : sorted_entries(root, Entries::kFolders)) {
     const std::string speaker = folder.filename().string();
     const std::string where = corpus + "/" + speaker;
-    for (const auto& path : sorted_entries(folder, false)) {
+    for (const auto& path : sorted_entries(folder, Entries::kOtherAudio))
+      problems.add(where, other_format_problem(), path.filename().string());
+    for (const auto& path : sorted_entries(folder, Entries::kWavs)) {
       const std::string name = path.filename().string();
       if (name.find_first_of(" \t") != std::string::npos ||
           speaker.find_first_of(" \t") != std::string::npos) {
@@ -97,12 +105,21 @@ std::map<std::string, std::vector<Recording>> read_recordings(const fs::path& ro
                      name);
       else if (header.channels != 1)
         problems.add(where, fmt::format("{} channels (expected mono)", header.channels), name);
-      else if (header.truncated() || header.frames == 0)
-        problems.add(where, "empty or truncated", name);
+      else if (header.frames == 0)
+        problems.add(where, "empty (no samples)", name);
+      else if (auto truncated = truncation_problem(header); !truncated.empty())
+        problems.add(where, truncated, name);
+      else if (auto short_ = too_short_problem(header.seconds()); !short_.empty())
+        problems.add(where, short_, name);
       else
         by_speaker[speaker].push_back({speaker, path.stem().string(), path});
     }
   }
+  for (const auto& [speaker, recordings] : by_speaker)
+    if (recordings.size() == 1)
+      spdlog::warn("{}/{}: one recording ({}): the speaker enters few mixtures and is hardly "
+                   "trained on or tested; add recordings or move the folder out",
+                   corpus, speaker, recordings.front().path.filename().string());
   if (problems.size() > 0) {
     problems.report();
     throw DataError(root.string() + ": " + std::to_string(problems.size()) +
@@ -111,22 +128,50 @@ std::map<std::string, std::vector<Recording>> read_recordings(const fs::path& ro
   return by_speaker;
 }
 
-// The recordings of each split: tt, cv, then tr speakers, in the order of a hash of their names,
-// so that adding a speaker moves no other.
-std::map<std::string, std::vector<Recording>> split_speakers(
+// The speakers of each split: tt, cv, then tr speakers, in the order of a hash of their names,
+// so that adding a speaker moves no other (and in that order within a split).
+std::map<std::string, std::vector<std::string>> split_speakers(
     const std::map<std::string, std::vector<Recording>>& by_speaker, int cv, int tt) {
   std::vector<std::string> order;
   for (const auto& entry : by_speaker) order.push_back(entry.first);
   std::sort(order.begin(), order.end(), [](const std::string& a, const std::string& b) {
     return std::make_pair(stable_hash(a), a) < std::make_pair(stable_hash(b), b);
   });
-  std::map<std::string, std::vector<Recording>> splits;
-  for (int i = 0; i < static_cast<int>(order.size()); ++i) {
-    const std::string split = i < tt ? "tt" : i < tt + cv ? "cv" : "tr";
-    auto& recordings = splits[split];
-    const auto& own = by_speaker.at(order[i]);
-    recordings.insert(recordings.end(), own.begin(), own.end());
+  std::map<std::string, std::vector<std::string>> splits;
+  for (int i = 0; i < static_cast<int>(order.size()); ++i)
+    splits[i < tt ? "tt" : i < tt + cv ? "cv" : "tr"].push_back(order[i]);
+  return splits;
+}
+
+// Which speakers went where, and a warning for a split of fewer than 3: its mixtures are all of
+// one or three pairs, and figures on them are no measurement.
+void report_split(const std::string& corpus,
+                  const std::map<std::string, std::vector<std::string>>& speakers) {
+  for (const char* split : {"tr", "cv", "tt"}) {
+    auto names = speakers.at(split);
+    std::sort(names.begin(), names.end());
+    spdlog::info("prepare: {} {}: {} speaker(s): {}", corpus, split, names.size(),
+                 join(names, " "));
+    if (names.size() < 3)
+      spdlog::warn("prepare: {} {} holds {} speakers: every {} mixture is of the same pair, so "
+                   "its figures measure that pair, not the model; {}",
+                   corpus, split, names.size(), split,
+                   std::string(split) == "tr"
+                       ? "a model trained on 2 voices learns those voices"
+                       : "add speaker folders, or raise --" + std::string(split) + "-speakers");
   }
+}
+
+// The recordings of each split's speakers.
+std::map<std::string, std::vector<Recording>> recordings_of(
+    const std::map<std::string, std::vector<Recording>>& by_speaker,
+    const std::map<std::string, std::vector<std::string>>& speakers) {
+  std::map<std::string, std::vector<Recording>> splits;
+  for (const auto& [split, names] : speakers)
+    for (const auto& name : names) {
+      const auto& own = by_speaker.at(name);
+      splits[split].insert(splits[split].end(), own.begin(), own.end());
+    }
   return splits;
 }
 
@@ -194,9 +239,11 @@ std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& 
   ensure_directory(options.out);
   AtomicPath staged(tree);
   ensure_directory(staged.temporary());
+  const auto speakers_by_split = split_speakers(by_speaker, cv, tt);
+  report_split(corpus, speakers_by_split);
   CorpusPreparationOptions prepare;
-  prepare.mixture_speakers =
-      write_mixtures(split_speakers(by_speaker, cv, tt), corpus, rate, staged.temporary());
+  prepare.mixture_speakers = write_mixtures(recordings_of(by_speaker, speakers_by_split), corpus,
+                                            rate, staged.temporary());
   std::error_code ec;
   if (fs::exists(tree, ec)) fs::remove_all(tree, ec);
   staged.commit();

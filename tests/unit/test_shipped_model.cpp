@@ -3,6 +3,7 @@
 // card says (models/<name>/check.json: the figures and their tolerance); `nabu models` lists it;
 // what only an experiment has is refused by its flag.
 #include <gtest/gtest.h>
+#include <sndfile.h>
 
 #include <algorithm>
 #include <cmath>
@@ -198,6 +199,74 @@ TEST(ShippedModel, WhatOnlyAnExperimentHasIsRefusedByItsFlag) {
   EXPECT_NE(error_of_run("--model=./fake.pt a.wav").find("not a file nabu export wrote"),
             std::string::npos);
   EXPECT_FALSE(fs::exists(dir / "o" / "a_s1.wav"));
+}
+
+}  // namespace nabu::testing
+
+namespace nabu::testing {
+
+// A shipped or exported model reads what an experiment reads: the channel asked for (and no
+// channel a file lacks), and the rules every command applies to a recording (truncated, too
+// short); an ONNX file is named as one, with the file nabu separate takes.
+TEST(ShippedModel, RecordingsAreReadAsForAnExperiment) {
+  TempDir dir;
+  {
+    // Two channels of different content.
+    SF_INFO info{};
+    info.samplerate = 8000;
+    info.channels = 2;
+    info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+    SNDFILE* file = sf_open((dir / "stereo.wav").c_str(), SFM_WRITE, &info);
+    ASSERT_NE(file, nullptr);
+    std::vector<short> frames(2 * 8000);
+    for (int n = 0; n < 8000; ++n) {
+      frames[2 * n] = static_cast<short>(3000 * std::sin(2 * M_PI * 220.0 * n / 8000.0));
+      frames[2 * n + 1] = static_cast<short>(3000 * std::sin(2 * M_PI * 130.0 * n / 8000.0) *
+                                             std::sin(2 * M_PI * 3.0 * n / 8000.0));
+    }
+    sf_writef_short(file, frames.data(), 8000);
+    sf_close(file);
+  }
+  const std::string model = std::string("--model=") + kShipped;
+  for (const char* channel : {"1", "2"}) {
+    auto result = run_nabu("separate " + model + " --threads=1 --channel=" + channel + " --out=c" +
+                               channel + " stereo.wav",
+                           dir.path());
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  EXPECT_GT((samples_of(dir / "c1/stereo_s1.wav") - samples_of(dir / "c2/stereo_s1.wav"))
+                .abs()
+                .max()
+                .item<double>(),
+            0.01);
+  auto error_of_run = [&](const std::string& flags) {
+    auto result = run_nabu("separate --out=o --threads=1 " + flags, dir.path());
+    EXPECT_EQ(result.exit_code, 1) << flags << "\n" << result.output;
+    return result.output;
+  };
+  EXPECT_NE(error_of_run(model + " --channel=3 stereo.wav")
+                .find("stereo.wav: --channel=3 but it has 2 channel(s)"),
+            std::string::npos);
+  // Truncated: the header declares 1 s, the file holds about half.
+  write_noise_wav(dir / "cut.wav", 8000, 5);
+  fs::resize_file(dir / "cut.wav", 44 + 8000);
+  EXPECT_NE(error_of_run(model + " cut.wav").find("cut.wav: truncated: the header declares 1 s, "
+                                                  "the file holds 0.5 s"),
+            std::string::npos);
+  write_noise_wav(dir / "blip.wav", 80, 5);
+  EXPECT_NE(error_of_run(model + " blip.wav").find("blip.wav: too short: 0.010 s (nabu takes "
+                                                   "recordings of 0.5 s or more)"),
+            std::string::npos);
+  // An ONNX model (a protobuf whose first field is ir_version), by name or by content.
+  write_text(dir / "separator.onnx", std::string("\x08\x08\x12\x04nabu", 8));
+  write_text(dir / "renamed.bin", std::string("\x08\x08\x12\x04nabu", 8));
+  for (const char* file : {"separator.onnx", "./renamed.bin"})
+    EXPECT_NE(error_of_run(std::string("--model=") + file + " stereo.wav")
+                  .find("an ONNX model, which is for onnxruntime in your own program (docs/api.md); "
+                        "nabu separate and nabu test take the TorchScript file of nabu export"),
+              std::string::npos)
+        << file;
+  EXPECT_TRUE(!fs::exists(dir / "o") || fs::is_empty(dir / "o"));
 }
 
 }  // namespace nabu::testing

@@ -812,7 +812,7 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
   EXPECT_EQ(failed.exit_code, 1) << failed.output;
   for (const auto& name : bad) EXPECT_NE(failed.output.find(name + ": "), std::string::npos) << name;
   for (const std::string what : {"no such file", "not a readable audio file", "empty",
-                                 "silent", "shorter than one analysis frame", "is NaN"})
+                                 "silent", "too short: 0.013 s", "is NaN"})
     EXPECT_NE(failed.output.find(what), std::string::npos) << what << "\n" << failed.output;
   EXPECT_NE(failed.output.find("6 of 7 file(s) failed"), std::string::npos) << failed.output;
   std::set<std::string> written;

@@ -192,6 +192,8 @@ int cmd_separate(const std::vector<std::string>& args) {
           args, description, &positional))
     return 0;
   require(out, "out", "separate");
+  // Both paths read the same channel of each recording (AudioReader checks it against the file).
+  options.channel = recordings.channel;
   if (common.expdir.empty())
     return separate_with_exported(common, recordings, out, options, stream, precision_name);
   if (stream && !recordings.recordings.empty())
@@ -202,7 +204,6 @@ int cmd_separate(const std::vector<std::string>& args) {
     throw Error("--precision applies to files; --stream computes in fp32");
   Recipe recipe = stream ? load_experiment_recipe(common, recordings.task, "separate")
                          : load_trained_recipe(common, recordings, "separate");
-  options.channel = recordings.channel;
   const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
   std::string task = recordings.task;
   if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
