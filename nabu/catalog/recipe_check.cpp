@@ -35,40 +35,6 @@ namespace nabu {
 
 namespace {
 
-// The shipped recipes read lists that tools/ generate (data/README.md) or nabu prepare writes
-// (docs/corpora.md): a missing one under data/corpus, data/recorded or data/<corpus> names the
-// tool that makes it.
-std::string generation_hint(const std::string& file) {
-  std::vector<std::string> parts;
-  for (const auto& part : fs::path(file).lexically_normal()) parts.push_back(part.string());
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    if (parts[i] != "data") continue;
-    if (parts[i + 1] == "recorded")
-      return " (generate the recorded test set first: tools/make_recorded_eval_set)";
-    if (parts[i + 1] == "recorded_corpus")
-      return " (generate the recorded corpus first: tools/make_recorded_corpus)";
-    // The sets mixed from the recorded corpus's held-out (tt) and validation (cv) speakers.
-    for (const auto& [folder, split] : std::vector<std::pair<std::string, std::string>>{
-             {"recorded_heldout", ""}, {"recorded_cv", " --split=cv"}})
-      if (parts[i + 1] == folder)
-        return " (generate it first: tools/make_recorded_corpus, then tools/make_recorded_eval_set"
-               " --from-corpus=data/recorded_corpus" + split + ")";
-    // The lists nabu prepare writes for a standard corpus (docs/corpora.md).
-    static const std::vector<std::pair<std::string, std::string>> corpora{
-        {"Libri", "librimix"}, {"WHAM", "wham"}, {"wsj0-", "wsj0-mix"}};
-    for (const auto& [prefix, kind] : corpora)
-      if (parts[i + 1].rfind(prefix, 0) == 0)
-        return " (write the corpus's lists first: nabu prepare " + kind +
-               " <corpus root>, docs/corpora.md)";
-    if (parts[i + 1] != "corpus") continue;
-    bool babble = i + 2 < parts.size() && parts[i + 2].find("_babble") != std::string::npos;
-    return babble ? " (generate the corpus first: tools/make_toy_corpus, then "
-                    "tools/make_noisy_corpus)"
-                  : " (generate the corpus first: tools/make_toy_corpus)";
-  }
-  return "";
-}
-
 // Whether `path` is `folder` or lies under it.
 bool holds(const fs::path& folder, const fs::path& path) {
   const fs::path relative = fs::absolute(path).lexically_normal().lexically_relative(
@@ -256,6 +222,7 @@ void RecipeChecker::check_task(const ConfigSection& section, TaskRole role,
       problem(message);
   check_graph(section);
   check_embedding_dims(section, spec);
+  check_rate_dependent_keys(section, spec);
   if (role != TaskRole::kTrain) guard([&] { evaluator_type(section, evaluator); });
   if (!unreadable("loss.cfg"))
     guard([&] {

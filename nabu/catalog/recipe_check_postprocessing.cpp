@@ -64,6 +64,9 @@ void RecipeChecker::check_test(const ConfigFile& test) {
     check_references(scorers, task, {"org_src", "base", "spkinfo", "noise"});
     check_postprocessing(reconstructors, scorers, task);
     check_source_count(reconstructors, scorers, task);
+    if (const ConfigSection* reconstructor =
+            reconstructors ? reconstructors->find_section(task) : nullptr)
+      check_reconstructed_bins(*section, *reconstructor);
   }
 }
 
@@ -132,6 +135,7 @@ void RecipeChecker::check_postprocessing(const ConfigFile* reconstructors,
       }
       for (const auto& message : scorer_registry().check(type, *section)) problem(message);
     }
+    check_scorer_rates(*section);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/processing/data_list.h"
+#include "nabu/processing/processor.h"
 
 namespace nabu {
 
@@ -95,6 +96,24 @@ class RecipeChecker {
   void check_postprocessing(const ConfigFile* reconstructors, const ConfigFile* scorers,
                             const std::string& task);
 
+  // What depends on the data's sample rate and the features' framing (recipe_check_rates.cpp):
+  // a loss that frames the signal itself (its sample_rate, winlen, winstep and nfft must be the
+  // input's), the output it splits into frequency bins x speakers, and scorers that take some
+  // rates only (pesq). Each problem is reported once, however many tasks share the key.
+  void check_rate_dependent_keys(const ConfigSection& task, const TaskSpec& spec);
+  void check_scorer_rates(const ConfigSection& scorer);
+  // A reconstructor masks org_mix's spectrum with the task's first output: as many bins.
+  void check_reconstructed_bins(const ConfigSection& task, const ConfigSection& reconstructor);
+  // A database section's data rate (its first utterance's) and its processor's framing.
+  struct SectionAudio {
+    int rate = 0;                     // 0: unknown (missing list, not audio)
+    std::string utterance;            // the first utterance, "<id>, <list>:<line>"
+    const FeatureOptions* features = nullptr;  // null: no framed features (raw samples, labels)
+    const ConfigSection* processor = nullptr;
+  };
+  const SectionAudio& section_audio(const std::string& database_section);
+  void rate_problem(const std::string& where, const std::string& message);
+
   CheckReport& report_;
   Recipe recipe_;
   const ConfigFile* database_ = nullptr;
@@ -104,6 +123,9 @@ class RecipeChecker {
   std::vector<std::string> stage_segments_;  // trainer.cfg's segment_lengths, once read
   bool dynamic_mixing_ = false;
   std::map<std::vector<std::string>, std::vector<DataLine>> data_lines_;  // by list files
+  std::map<std::string, SectionAudio> section_audio_;
+  std::map<std::string, ProcessorPtr> processors_;  // owning section_audio_'s features
+  std::set<std::string> rate_problems_reported_;    // by file:line [section] key
 };
 
 }  // namespace nabu

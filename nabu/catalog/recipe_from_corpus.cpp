@@ -23,6 +23,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// --data as a recipe names it: relative paths stay relative (without "./" or a trailing '/').
+fs::path listed_folder(const fs::path& data) {
+  if (data.is_absolute()) return absolute_folder(data);
+  fs::path normal = data.lexically_normal();
+  if (normal.filename().empty()) normal = normal.parent_path();
+  return normal.empty() ? fs::path(".") : normal;
+}
+
 // The role of a split by its name in the corpora nabu prepares.
 std::string split_role(const std::string& split) {
   if (split == "tr" || starts_with(split, "train")) return "train";
@@ -41,7 +49,8 @@ int rate_in_path(const std::string& path) {
 class RecipeMaker {
  public:
   explicit RecipeMaker(const RecipeFromCorpusOptions& options)
-      : options_(options), prepared_(absolute_folder(options.prepared)) {
+      : options_(options), prepared_(absolute_folder(options.prepared)),
+        listed_(listed_folder(options.prepared)) {
     if (prepared_.string().find_first_of(" \t") != std::string::npos)
       throw Error("--data=" + options.prepared.string() + ": database.conf separates list files "
                   "by spaces, so their path cannot hold one; move or link the prepared folder");
@@ -59,8 +68,10 @@ class RecipeMaker {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(options.from, ec))
       if (entry.is_regular_file() &&
-          (entry.path().extension() == ".cfg" || entry.path().extension() == ".conf"))
+          (entry.path().extension() == ".cfg" || entry.path().extension() == ".conf")) {
         files_.emplace(entry.path().filename().string(), ConfigFile::load(entry.path()));
+        texts_.emplace(entry.path().filename().string(), read_file(entry.path()));
+      }
     if (ec || !files_.count("database.conf") || !files_.count("trainer.cfg"))
       throw Error("--from=" + options.from.string() +
                   ": not a recipe folder (no database.conf and trainer.cfg)");
@@ -77,12 +88,26 @@ class RecipeMaker {
     scale_model_outputs();
     scale_sample_segments();
     point_dynamic_mixing_at_corpus();
+    leave_out_scorers_of_other_rates();
     write();
     return {rate_, changes_};
   }
 
  private:
   ConfigFile& file(const std::string& name) { return files_.at(name); }
+
+  // The database.conf sections the training tasks' inputs read.
+  std::vector<std::string> training_input_sections() {
+    std::vector<std::string> sections;
+    const ConfigFile& trainer = file("trainer.cfg");
+    for (const auto& task : trainer.section("trainer").get_list("tasks")) {
+      const ConfigSection& section = trainer.section(task);
+      for (const auto& input : section.get_list("inputs", {}))
+        if (section.has(input))
+          for (const auto& name : section.get_list(input)) sections.push_back(name);
+    }
+    return sections;
+  }
 
   // The folder holding the recipe's training splits (data/corpus/2speakers/wav8k/min): the
   // grandparent of the first list of the first training task's first input section.
@@ -132,7 +157,7 @@ class RecipeMaker {
         }
         const std::string recipe_split = path.parent_path().filename().string();
         const std::string split = prepared_split(recipe_split);
-        const fs::path target = prepared_ / split / path.filename();
+        const fs::path target = listed_ / split / path.filename();
         if (split.empty() || !fs::exists(target))
           throw Error(section.where("datafiles") + ": names " + list + ", and " +
                       prepared_.string() + " has no " +
@@ -145,7 +170,7 @@ class RecipeMaker {
       section.set("datafiles", join(mapped, " "), section.find("datafiles")->origin);
     }
     changes_.push_back("database.conf: the lists under " + root_.string() + " -> " +
-                       prepared_.string() + "/<split>/");
+                       listed_.string() + "/<split>/");
   }
 
   // Test tasks that read another corpus (the toy recipes' recorded test sets) are left out;
@@ -164,6 +189,14 @@ class RecipeMaker {
                       root_.string() + "; nabu recipe new points one corpus at the prepared one");
         dropped.insert(task);
       }
+    }
+    // Test sections not in [evaluator] tasks (run with --task) that read a foreign section go too.
+    for (const char* name : {"test_evaluator.cfg", "reconstructor.cfg", "scorer.cfg"}) {
+      if (!files_.count(name)) continue;
+      for (const auto& section : files_.at(name).sections())
+        for (const auto& [key, value] : section.entries())
+          for (const auto& word : split_whitespace(value.text))
+            if (foreign_.count(word)) dropped.insert(section.name());
     }
     ConfigFile& test = file("test_evaluator.cfg");
     std::vector<std::string> kept;
@@ -236,9 +269,11 @@ class RecipeMaker {
       for (const auto& section_name : config.section_names()) {
         ConfigSection& section = config.section(section_name);
         if (section_name == "processor" || !section.has("sample_rate")) continue;
-        section.set("sample_rate", std::to_string(rate_), section.find("sample_rate")->origin);
-        changes_.push_back(name + " [" + section_name + "]: sample_rate " +
-                           std::to_string(rate_));
+        if (section.get_string("sample_rate") != std::to_string(rate_)) {
+          changes_.push_back(name + " [" + section_name + "]: sample_rate " +
+                             section.get_string("sample_rate") + " -> " + std::to_string(rate_));
+          section.set("sample_rate", std::to_string(rate_), section.find("sample_rate")->origin);
+        }
         if (!section.has("winlen") || !section.has("nfft")) continue;
         FeatureOptions framing;
         framing.winlen = section.get_double("winlen");
@@ -269,15 +304,19 @@ class RecipeMaker {
   }
 
   // Segment lengths count samples where the training inputs are waveforms (feature = raw): they
-  // keep their duration at the corpus's rate. Frames need nothing (winstep is in seconds).
+  // keep their duration at the corpus's rate. Frames need nothing (winstep is in seconds): a
+  // spectrogram model's segments stay, whatever raw targets (a loss's waveforms) it has.
   void scale_sample_segments() {
     if (original_rate_ == 0 || original_rate_ == rate_) return;
     bool samples = false;
-    for (const auto& [name, config] : files_)
-      if (config.has_section("processor") &&
-          config.section("processor").get_string("feature", "") == "raw" &&
-          name != "score_processor.cfg" && name != "base_processor.cfg")
+    for (const auto& section : training_input_sections()) {
+      const ConfigSection* data = file("database.conf").find_section(section);
+      if (!data || !data->has("processor_config")) continue;
+      const std::string processor = fs::path(data->get_string("processor_config")).filename();
+      if (files_.count(processor) && files_.at(processor).has_section("processor") &&
+          files_.at(processor).section("processor").get_string("feature", "") == "raw")
         samples = true;
+    }
     const ConfigFile& trainer_cfg = file("trainer.cfg");
     bool numeric_stage = false;
     for (const auto& stage : trainer_cfg.section("trainer").get_list("segment_lengths", {"full"}))
@@ -304,14 +343,31 @@ class RecipeMaker {
     ConfigSection& trainer = file("trainer.cfg").section("trainer");
     if (!trainer.has("dynamic_mixing_sources")) return;
     const std::string train = prepared_split("tr");
-    trainer.set("dynamic_mixing_sources", (prepared_ / train / "sources_wav.scp").string(),
+    trainer.set("dynamic_mixing_sources", (listed_ / train / "sources_wav.scp").string(),
                 trainer.find("dynamic_mixing_sources")->origin);
     if (trainer.has("dynamic_mixing_utt2spk"))
-      trainer.set("dynamic_mixing_utt2spk", (prepared_ / train / "sources_utt2spk").string(),
+      trainer.set("dynamic_mixing_utt2spk", (listed_ / train / "sources_utt2spk").string(),
                   trainer.find("dynamic_mixing_utt2spk")->origin);
     trainer.erase("dynamic_mixing_shares");
-    changes_.push_back("trainer.cfg: dynamic mixing of " + (prepared_ / train).string() +
+    changes_.push_back("trainer.cfg: dynamic mixing of " + (listed_ / train).string() +
                        "/sources_wav.scp");
+  }
+
+  // pesq scores 8 and 16 kHz signals only (P.862, P.862.2); at another rate it is left out.
+  void leave_out_scorers_of_other_rates() {
+    if (rate_ == 8000 || rate_ == 16000 || !files_.count("scorer.cfg")) return;
+    for (const auto& name : file("scorer.cfg").section_names()) {
+      ConfigSection& section = file("scorer.cfg").section(name);
+      const ConfigValue* value = section.find("score_type");
+      if (!value) continue;
+      std::vector<std::string> kept;
+      for (const auto& type : split_whitespace(value->text))
+        if (type != "pesq") kept.push_back(type);
+      if (kept.size() == split_whitespace(value->text).size()) continue;
+      section.set("score_type", join(kept, " "), value->origin);
+      changes_.push_back("scorer.cfg [" + name + "]: pesq left out (it scores 8 or 16 kHz signals, "
+                         "not " + std::to_string(rate_) + " Hz)");
+    }
   }
 
   void write() {
@@ -321,7 +377,9 @@ class RecipeMaker {
     if (!options_.out.parent_path().empty()) ensure_directory(options_.out.parent_path());
     AtomicPath staged(options_.out);
     ensure_directory(staged.temporary());
-    for (const auto& [name, config] : files_) config.save(staged.temporary() / name);
+    // Written over the copied text, so that its comments (what each key is for) stay.
+    for (const auto& [name, config] : files_)
+      write_file(staged.temporary() / name, config.to_string_over(texts_.at(name)));
     std::string readme = "# " + name_ + "\n\nMade by `nabu recipe new --from=" +
                          options_.from.string() + " --data=" + prepared_.string() + "` for " +
                          std::to_string(rate_) + " Hz data. What differs from " +
@@ -340,10 +398,14 @@ class RecipeMaker {
 
   const RecipeFromCorpusOptions& options_;
   fs::path prepared_, root_;
+  // The prepared folder as the recipe names it: as --data gave it (relative to where nabu runs,
+  // as the shipped recipes' paths are), absolute when --data was.
+  fs::path listed_;
   int rate_ = 0, original_rate_ = 0;
   int bins_before_ = 0, bins_after_ = 0;  // the features' frequency bins, when nfft changed
   std::vector<std::string> splits_;
   std::map<std::string, ConfigFile> files_;
+  std::map<std::string, std::string> texts_;  // each file's text as copied
   std::string name_;
   std::set<std::string> foreign_;
   std::vector<std::string> changes_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "nabu/core/error.h"
@@ -309,18 +310,25 @@ std::vector<std::string> ConfigFile::section_names() const {
   return names;
 }
 
+namespace {
+
+// "key = value", a value's further lines indented (as ConfigParser.write does).
+std::string option_lines(const std::string& key, const std::string& value) {
+  std::string text;
+  for (char c : value) {
+    text.push_back(c);
+    if (c == '\n') text.push_back('\t');
+  }
+  return key + " = " + text + "\n";
+}
+
+}  // namespace
+
 std::string ConfigFile::to_string() const {
   std::string out;
   for (const auto& section : sections_) {
     out += "[" + section.name() + "]\n";
-    for (const auto& [key, value] : section.entries()) {
-      std::string text;
-      for (char c : value.text) {
-        text.push_back(c);
-        if (c == '\n') text.push_back('\t');
-      }
-      out += key + " = " + text + "\n";
-    }
+    for (const auto& [key, value] : section.entries()) out += option_lines(key, value.text);
     out += "\n";
   }
   return out;
@@ -328,6 +336,122 @@ std::string ConfigFile::to_string() const {
 
 void ConfigFile::save(const std::filesystem::path& path) const {
   write_file_atomic(path, to_string());
+}
+
+namespace {
+
+bool is_comment_or_blank(const std::string& line) {
+  if (trim(line).empty() || line[0] == '#' || line[0] == ';') return true;
+  auto words = split_whitespace(line);
+  return (line[0] == 'r' || line[0] == 'R') && to_lower(words[0]) == "rem";
+}
+
+// One [section] of a file's text: the comment lines right above its header, the header, and the
+// lines up to the next header's comment block.
+struct SectionText {
+  std::string name;
+  std::vector<std::string> comments, body;
+  std::string header;
+};
+
+// The text split into what precedes the first header, and its sections.
+std::vector<SectionText> split_sections(const std::string& text, std::vector<std::string>& preamble) {
+  std::vector<SectionText> sections;
+  std::istringstream stream(text);
+  std::string line;
+  std::vector<std::string>* lines = &preamble;
+  while (std::getline(stream, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::size_t close = line.find(']');
+    if (line.empty() || line[0] != '[' || close == std::string::npos || close == 1) {
+      lines->push_back(line);
+      continue;
+    }
+    SectionText section;
+    section.name = line.substr(1, close - 1);
+    section.header = line;
+    // The comment block right above the header is the section's (no blank line between).
+    while (!lines->empty() && !trim(lines->back()).empty() && is_comment_or_blank(lines->back())) {
+      section.comments.insert(section.comments.begin(), lines->back());
+      lines->pop_back();
+    }
+    sections.push_back(std::move(section));
+    lines = &sections.back().body;
+  }
+  return sections;
+}
+
+}  // namespace
+
+std::string ConfigFile::to_string_over(const std::string& original_text) const {
+  const ConfigFile original = parse(original_text, path_);
+  std::vector<std::string> preamble;
+  std::vector<SectionText> texts = split_sections(original_text, preamble);
+  std::string out;
+  for (const auto& line : preamble) out += line + "\n";
+  int line_number = static_cast<int>(preamble.size());
+  std::set<std::string> written_sections;
+  for (const auto& text : texts) {
+    const ConfigSection* edited = find_section(text.name);
+    const ConfigSection* before = original.find_section(text.name);
+    line_number += static_cast<int>(text.comments.size()) + 1;
+    const int first_body_line = line_number + 1;
+    line_number += static_cast<int>(text.body.size());
+    if (!edited || !before) continue;  // removed, with its comments
+    for (const auto& line : text.comments) out += line + "\n";
+    out += text.header + "\n";
+    // The body: each option's lines kept, rewritten or dropped; new keys after the last option.
+    std::vector<std::string> body;
+    std::size_t after_last_option = 0;
+    std::set<std::string> written_keys;
+    bool dropping = false;  // continuation lines of a dropped or rewritten option
+    for (std::size_t i = 0; i < text.body.size(); ++i) {
+      const std::string& line = text.body[i];
+      std::string key, value;
+      if (std::isspace(static_cast<unsigned char>(line.empty() ? 'x' : line[0])) &&
+          !trim(line).empty()) {
+        if (!dropping) body.push_back(line);
+        after_last_option = body.size();
+        continue;
+      }
+      if (is_comment_or_blank(line) || !match_option(line, key, value)) {
+        body.push_back(line);
+        continue;
+      }
+      const ConfigValue* now = edited->find(key);
+      const ConfigValue* then = before->find(key);
+      const bool winning = then && then->origin.line == first_body_line + static_cast<int>(i);
+      dropping = !now || (winning && now->text != then->text);
+      if (now && winning && now->text != then->text) {
+        std::string rewritten = option_lines(key, now->text);
+        rewritten.pop_back();
+        body.push_back(rewritten);
+      } else if (now) {
+        body.push_back(line);
+      }
+      if (now) written_keys.insert(key);
+      after_last_option = body.size();
+    }
+    std::vector<std::string> added;
+    for (const auto& [key, value] : edited->entries())
+      if (!written_keys.count(key)) {
+        std::string line = option_lines(key, value.text);
+        line.pop_back();
+        added.push_back(line);
+      }
+    body.insert(body.begin() + static_cast<std::ptrdiff_t>(after_last_option), added.begin(),
+                added.end());
+    for (const auto& line : body) out += line + "\n";
+    written_sections.insert(text.name);
+  }
+  for (const auto& section : sections_) {
+    if (written_sections.count(section.name())) continue;
+    if (!out.empty() && out.back() == '\n' && out.size() > 1 && out[out.size() - 2] != '\n')
+      out += "\n";
+    out += "[" + section.name() + "]\n";
+    for (const auto& [key, value] : section.entries()) out += option_lines(key, value.text);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

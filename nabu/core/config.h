@@ -107,6 +107,11 @@ class ConfigFile {
   // written as "\n\t"), a blank line after each section. Comments are not kept.
   std::string to_string() const;
   void save(const std::filesystem::path& path) const;  // atomic
+  // This file written over `original_text`, the text it was read from and then edited: its
+  // comments, blank lines and unchanged lines stay as they are; a changed value is rewritten in
+  // its place; a removed key goes, and a removed section with the comment block right above it;
+  // a new key is added after its section's last key, a new section at the end (nabu recipe new).
+  std::string to_string_over(const std::string& original_text) const;
 
  private:
   std::string path_;

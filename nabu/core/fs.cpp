@@ -10,6 +10,9 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "nabu/core/error.h"
 
@@ -42,6 +45,38 @@ std::string working_directory_note(const fs::path& path) {
   return " (relative to the working directory " + (ec ? std::string("?") : here.string()) +
          "; a recipe's paths are read from where nabu runs: the project root for the shipped "
          "recipes)";
+}
+
+std::string generation_hint(const fs::path& file) {
+  std::vector<std::string> parts;
+  for (const auto& part : file.lexically_normal()) parts.push_back(part.string());
+  const std::string demo = "; ./run demo makes every corpus and test set the shipped recipes read)";
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    if (parts[i] != "data") continue;
+    const std::string& folder = parts[i + 1];
+    if (folder == "recorded")
+      return " (generate the recorded test set first: tools/make_recorded_eval_set" + demo;
+    if (folder == "recorded_corpus")
+      return " (generate the recorded corpus first: tools/make_recorded_corpus" + demo;
+    // The sets mixed from the recorded corpus's held-out (tt) and validation (cv) speakers.
+    if (folder == "recorded_heldout" || folder == "recorded_cv")
+      return " (generate it first: tools/make_recorded_corpus, then tools/make_recorded_eval_set"
+             " --from-corpus=data/recorded_corpus" +
+             std::string(folder == "recorded_cv" ? " --split=cv" : "") + demo;
+    // The lists nabu prepare writes for a standard corpus (docs/corpora.md).
+    static const std::vector<std::pair<std::string, std::string>> corpora{
+        {"Libri", "librimix"}, {"WHAM", "wham"}, {"wsj0-", "wsj0-mix"}};
+    for (const auto& [prefix, kind] : corpora)
+      if (folder.rfind(prefix, 0) == 0)
+        return " (write the corpus's lists first: nabu prepare " + kind +
+               " <corpus root>, docs/corpora.md)";
+    if (folder != "corpus") continue;
+    bool babble = i + 2 < parts.size() && parts[i + 2].find("_babble") != std::string::npos;
+    return (babble ? " (generate the corpus first: tools/make_toy_corpus, then "
+                     "tools/make_noisy_corpus"
+                   : " (generate the corpus first: tools/make_toy_corpus") + demo;
+  }
+  return "";
 }
 
 fs::path absolute_folder(const fs::path& folder) {

@@ -26,6 +26,10 @@ fs::path absolute_folder(const fs::path& folder);
 // working directory /x; ...)"), since a recipe's paths are read from where nabu runs; "" for an
 // absolute path.
 std::string working_directory_note(const fs::path& path);
+// The shipped recipes read lists that tools/ generate (data/README.md) or nabu prepare writes
+// (docs/corpora.md): for a missing one under data/corpus, data/recorded, data/recorded_corpus or
+// data/<corpus>, " (generate ... first: <the tool that makes it>)"; "" for any other path.
+std::string generation_hint(const fs::path& file);
 
 // Deletes the file on destruction unless commit() renamed it into place.
 class AtomicPath {

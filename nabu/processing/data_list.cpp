@@ -16,7 +16,8 @@ namespace {
 std::string read_list_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec))
-    throw DataError("list file '" + path + "' does not exist" + working_directory_note(path));
+    throw DataError("list file '" + path + "' does not exist" + generation_hint(path) +
+                    working_directory_note(path));
   gzFile file = gzopen(path.c_str(), "rb");
   if (!file) throw DataError("cannot open list file '" + path + "'");
   std::string content;

@@ -381,3 +381,69 @@ TEST(ConfigOverrides, AFileThatDoesNotParseIsUnreadableNotMissing) {
                            "'[section]')");
   EXPECT_EQ(recipe.unreadable(), (std::set<std::string>{"model.cfg"}));
 }
+
+// nabu recipe new edits a copied recipe and writes it over the copied text: comments, blank lines
+// and untouched values stay; a changed value is rewritten in its place, continuation lines
+// included; a removed key or section (with the comment block right above it) goes; new keys follow
+// their section's last option, new sections come last. What is written parses to the edit.
+TEST(ConfigWriter, AnEditWrittenOverItsTextKeepsTheComments) {
+  const std::string text =
+      "# what this file is\n"
+      "[trainer]\n"
+      "# the learning rate per stage\n"
+      "initial_learning_rate = 1e-3 5e-4  ; inline\n"
+      "tasks = a\n"
+      "segment_lengths = 100\n"
+      "    full\n"
+      "\n"
+      "# kept section\n"
+      "[a]\n"
+      "loss_type = pit\n"
+      "\n"
+      "# The held-out test: evaluation only;\n"
+      "# run it with --task.\n"
+      "[heldout]\n"
+      "loss_type = pit\n"
+      "\n"
+      "[last]\n"
+      "x = 1\n";
+  ConfigFile edited = ConfigFile::parse(text, "trainer.cfg");
+  ConfigSection& trainer = edited.section("trainer");
+  trainer.set("segment_lengths", "200\nfull", trainer.find("segment_lengths")->origin);
+  trainer.erase("tasks");
+  trainer.set("max_steps", "10", {});
+  ConfigFile out("trainer.cfg");
+  for (const auto& section : edited.sections()) {
+    if (section.name() == "heldout") continue;
+    ConfigSection& copy = out.add_section(section.name(), section.origin());
+    for (const auto& [key, value] : section.entries()) copy.set(key, value.text, value.origin);
+  }
+  out.add_section("new").set("y", "2", {});
+  const std::string written = out.to_string_over(text);
+  EXPECT_EQ(written,
+            "# what this file is\n"
+            "[trainer]\n"
+            "# the learning rate per stage\n"
+            "initial_learning_rate = 1e-3 5e-4  ; inline\n"
+            "segment_lengths = 200\n"
+            "\tfull\n"
+            "max_steps = 10\n"
+            "\n"
+            "# kept section\n"
+            "[a]\n"
+            "loss_type = pit\n"
+            "\n"
+            "[last]\n"
+            "x = 1\n"
+            "\n"
+            "[new]\n"
+            "y = 2\n");
+  const ConfigFile reread = ConfigFile::parse(written, "trainer.cfg");
+  EXPECT_EQ(reread.section("trainer").get_string("segment_lengths"), "200\nfull");
+  EXPECT_FALSE(reread.section("trainer").has("tasks"));
+  EXPECT_EQ(reread.section("trainer").get_string("initial_learning_rate"), "1e-3 5e-4");
+  EXPECT_FALSE(reread.has_section("heldout"));
+  EXPECT_EQ(reread.section("new").get_string("y"), "2");
+  // Unedited, the text comes back as it was.
+  EXPECT_EQ(ConfigFile::parse(text, "trainer.cfg").to_string_over(text), text);
+}

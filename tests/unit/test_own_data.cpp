@@ -84,6 +84,19 @@ void walk_through(const TempDir& dir, const std::string& folder, const fs::path&
             std::string::npos);
   EXPECT_EQ(read_text(dir / "recipes/mine/test_evaluator.cfg").find("task_2spk_real"),
             std::string::npos);
+  // Every test task on another corpus goes, also one run only with --task (task_2spk_heldout),
+  // with the comment above it; the other comments stay; the lists are named as --data was.
+  for (const char* file : {"test_evaluator.cfg", "reconstructor.cfg", "scorer.cfg"})
+    EXPECT_EQ(read_text(dir / "recipes/mine" / file).find("heldout"), std::string::npos) << file;
+  EXPECT_NE(read_text(dir / "recipes/mine/loss.cfg").find("# PIT SI-SNR of the waveforms the "
+                                                           "masks make"),
+            std::string::npos);
+  EXPECT_NE(read_text(dir / "recipes/mine/database.conf")
+                .find("datafiles = data/" + folder + "/tr/mix_wav.scp"),
+            std::string::npos)
+      << read_text(dir / "recipes/mine/database.conf");
+  EXPECT_NE(read_text(dir / "recipes/mine/scorer.cfg").find("score_type = sdr si_sdr stoi pesq"),
+            std::string::npos);
   auto data = run_nabu("data --recipe=recipes/mine --expdir=exp/mine --threads=1", dir.path());
   ASSERT_EQ(data.exit_code, 0) << data.output;
   auto trained = run_nabu(
@@ -179,6 +192,152 @@ TEST(OwnData, SpacesInPathsAreRefusedNamingTheFileOrFolder) {
             std::string::npos)
       << folder.output;
   EXPECT_FALSE(fs::exists(dir / "data"));
+}
+
+// An 8 kHz recipe pointed at 16 kHz lists by hand: every key whose value depends on the rate or
+// the framing is one nabu check problem with its file and line (the processors' nfft first, then
+// the loss's sample_rate and framing and the output size the loss splits into bins x speakers),
+// and what check passes trains and tests.
+TEST(OwnData, RateDependentKeysAreCheckedAsTrainAndTestUseThem) {
+  TempDir dir;
+  make_mixture_folder(dir / "mine", 6, 3);
+  ASSERT_EQ(run_nabu("prepare folder mine --out=data", dir.path()).exit_code, 0);
+  fs::create_directories(dir / "recipes");
+  fs::copy(demo_recipe(), dir / "recipes/byhand");
+  std::string database = read_text(dir / "recipes/byhand/database.conf");
+  for (std::size_t at; (at = database.find("data/corpus/2speakers/wav8k/min/")) != std::string::npos;)
+    database.replace(at, 32, "data/mine/");
+  write_text(dir / "recipes/byhand/database.conf", database);
+  const std::string common = " --set 'test_evaluator.cfg:evaluator:tasks=task_2spk'"
+                             " --set trainer.cfg:trainer:dynamic_mixing_sources=data/mine/tr/sources_wav.scp"
+                             " --set trainer.cfg:trainer:dynamic_mixing_utt2spk=data/mine/tr/sources_utt2spk";
+  auto first = run_nabu("check --recipe=recipes/byhand" + common, dir.path());
+  EXPECT_EQ(first.exit_code, 1) << first.output;
+  EXPECT_NE(first.output.find("rec_processor.cfg:7: [processor] nfft: nfft 256 is shorter than a "
+                              "winlen of 0.032 s at 16000 Hz"),
+            std::string::npos)
+      << first.output;
+  const std::string processors = " --set feature_processor.cfg:processor:nfft=512"
+                                 " --set rec_processor.cfg:processor:nfft=512";
+  auto second = run_nabu("check --recipe=recipes/byhand" + common + processors, dir.path());
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  for (const std::string line :
+       {"loss.cfg:6: [pit_sisnr_masks] sample_rate: 8000 Hz, but [task_2spk]'s input (database.conf "
+        "[trainspec], réunion_tr0, data/mine/tr/mix_wav.scp:1) is at 16000 Hz; set sample_rate = "
+        "16000",
+        "loss.cfg:10: [pit_sisnr_masks] nfft: 256, but the features of [task_2spk]'s input "
+        "(database.conf [trainspec]) are framed with nfft = 512 (--set: [processor] nfft); set "
+        "nfft = 512",
+        "model.cfg:18: [outlayer] output_dims: 258 is not the 257 frequency bins (nfft = 512, --set: "
+        "[processor] nfft) x 2 speakers (multi_targets) that [task_2spk]'s pit_sisnr_masks loss "
+        "splits bin_est into; set output_dims = 514"})
+    EXPECT_NE(second.output.find(line), std::string::npos) << line << "\n" << second.output;
+  // Each once, although the training, validation and test tasks share them.
+  const std::string once = "[pit_sisnr_masks] sample_rate:";
+  EXPECT_EQ(second.output.find(once), second.output.rfind(once)) << second.output;
+  const std::string fixed = processors + " --set loss.cfg:pit_sisnr_masks:sample_rate=16000"
+                                         " --set loss.cfg:pit_sisnr_masks:nfft=512"
+                                         " --set model.cfg:outlayer:output_dims=514";
+  auto third = run_nabu("check --recipe=recipes/byhand" + common + fixed, dir.path());
+  EXPECT_EQ(third.exit_code, 0) << third.output;
+}
+
+// The property for these keys (as RecipeMutants for the DC recipe): mutants of recipe new's
+// 16 kHz recipe that change one to three rate-dependent keys either fail nabu check with its
+// one-line problems, or train, test and separate.
+TEST(OwnData, RateDependentMutantsThatPassCheckTrainTestAndSeparate) {
+  TempDir dir;
+  make_mixture_folder(dir / "mine", 6, 3);
+  ASSERT_EQ(run_nabu("prepare folder mine --out=data", dir.path()).exit_code, 0);
+  ASSERT_EQ(run_nabu("recipe new recipes/mine --from=" + demo_recipe() + " --data=data/mine",
+                     dir.path()).exit_code, 0);
+  // Changes a user makes, each one key or a coherent group of them (a window, a hop or an FFT
+  // length changed everywhere it must be); a mutant takes one or two.
+  const std::vector<std::string> changes = {
+      " --set loss.cfg:pit_sisnr_masks:sample_rate=8000",
+      " --set loss.cfg:pit_sisnr_masks:sample_rate=22050",
+      " --set feature_processor.cfg:processor:nfft=1024",
+      " --set feature_processor.cfg:processor:nfft=1024 --set rec_processor.cfg:processor:nfft=1024"
+      " --set loss.cfg:pit_sisnr_masks:nfft=1024 --set model.cfg:outlayer:output_dims=1026",
+      " --set feature_processor.cfg:processor:winstep=0.016"
+      " --set rec_processor.cfg:processor:winstep=0.016"
+      " --set loss.cfg:pit_sisnr_masks:winstep=0.016",
+      " --set feature_processor.cfg:processor:winstep=0.016",
+      " --set rec_processor.cfg:processor:winstep=0.016",
+      " --set model.cfg:outlayer:output_dims=771",
+      " --set 'scorer.cfg:task_2spk:score_type=sdr pesq'",
+      " --set 'scorer.cfg:task_2spk:score_type=stoi si_sdr'"};
+  std::mt19937 random(78);
+  int passed = 0;
+  for (int index = 0; index < 12; ++index) {
+    const std::size_t first = random() % changes.size(), second = random() % changes.size();
+    const std::string sets = changes[first] + (random() % 2 ? changes[second] : "");
+    SCOPED_TRACE("mutant " + std::to_string(index) + ":" + sets);
+    auto checked = run_nabu("check --recipe=recipes/mine" + sets, dir.path());
+    if (checked.exit_code != 0) {
+      EXPECT_EQ(checked.exit_code, 1) << checked.output;
+      EXPECT_NE(checked.output.find("problem: "), std::string::npos) << checked.output;
+      continue;
+    }
+    ++passed;
+    // Each mutant in a folder of its own: its stores are made from its own processor configs
+    // (a store made from other ones is refused, docs/data_layout.md).
+    const fs::path work = dir / ("m" + std::to_string(index));
+    fs::create_directories(work / "data");
+    fs::create_directory_symlink(dir / "data/mine", work / "data/mine");
+    const std::string recipe = " --recipe=" + (dir / "recipes/mine").string();
+    auto data = run_nabu("data" + recipe + " --expdir=exp --threads=1" + sets, work);
+    ASSERT_EQ(data.exit_code, 0) << "nabu check passed, nabu data failed:\n" << data.output;
+    auto trained = run_nabu("train" + recipe + " --expdir=exp --threads=1"
+                            " --max-steps=2,1 --set model.cfg:main:num_units=8"
+                            " --set 'trainer.cfg:trainer:batch_size=2 2'" + sets,
+                            work);
+    ASSERT_EQ(trained.exit_code, 0) << "nabu check passed, nabu train failed:\n" << trained.output;
+    auto tested = run_nabu("test --expdir=exp --threads=1", work);
+    ASSERT_EQ(tested.exit_code, 0) << "nabu check passed, nabu test failed:\n" << tested.output;
+    auto separated = run_nabu("separate --expdir=exp --out=sep ../mine/tt/mix/réunion_tt0.wav",
+                              work);
+    ASSERT_EQ(separated.exit_code, 0) << "nabu check passed, nabu separate failed:\n"
+                                      << separated.output;
+  }
+  // Both sides of the property are exercised.
+  EXPECT_GT(passed, 0);
+  EXPECT_LT(passed, 12);
+}
+
+// One rule per problem of a recording, the same line in nabu prepare and nabu separate
+// (processing/recording_checks.h): too short, truncated, audio of another format among the wavs;
+// a speaker with one recording and a split of fewer than 3 speakers are warnings, and the split
+// of the speakers is printed.
+TEST(OwnData, EveryRecordingRuleIsOneLineAndTheSplitIsShown) {
+  TempDir dir;
+  make_speaker_folder(dir / "voices", 7, 3);
+  write_noise_wav(dir / "voices/spk1/blip.wav", 160, 3, kRate);  // 10 ms
+  write_text(dir / "voices/spk2/take.flac", "fLaC");
+  write_noise_wav(dir / "voices/spk3/cut.wav", kRate, 4, kRate);
+  fs::resize_file(dir / "voices/spk3/cut.wav", 44 + kRate);  // half of its declared second
+  write_text(dir / "voices/spk4/notes.txt", "not audio, not a recording: passed over");
+  auto refused = run_nabu("prepare folder voices --out=data", dir.path());
+  EXPECT_NE(refused.exit_code, 0);
+  for (const std::string line :
+       {"voices/spk1: too short: 0.010 s (nabu takes recordings of 0.5 s or more) (blip.wav)",
+        "voices/spk2: not a .wav file: nabu prepare reads RIFF/WAVE only; convert it (sox in.flac "
+        "out.wav) or move it out (take.flac)",
+        "voices/spk3: truncated: the header declares 1 s, the file holds 0.5 s (cut.wav)",
+        "voices/spk0: one recording (phrase_é0.wav): the speaker enters few mixtures"})
+    EXPECT_NE(refused.output.find(line), std::string::npos) << line << "\n" << refused.output;
+  EXPECT_EQ(refused.output.find("notes.txt"), std::string::npos) << refused.output;
+  EXPECT_FALSE(fs::exists(dir / "data/voices"));
+  for (const char* bad : {"spk1/blip.wav", "spk2/take.flac", "spk3/cut.wav"})
+    fs::remove(dir / "voices" / bad);
+  auto prepared = run_nabu("prepare folder voices --out=data", dir.path());
+  ASSERT_EQ(prepared.exit_code, 0) << prepared.output;
+  // Which speakers went where, and that a test or validation set of one pair measures that pair.
+  for (const std::string line : {"prepare: voices tr: 3 speaker(s): ", "prepare: voices cv: 2 speaker(s): ",
+                                 "prepare: voices tt: 2 speaker(s): ",
+                                 "prepare: voices tt holds 2 speakers: every tt mixture is of the "
+                                 "same pair, so its figures measure that pair, not the model"})
+    EXPECT_NE(prepared.output.find(line), std::string::npos) << line << "\n" << prepared.output;
 }
 
 TEST(OwnData, RecipeNewRefusesWhatItCannotMakeAndLeavesNothing) {

@@ -164,33 +164,33 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
   auto dc = check("SS/DBLSTM/toy_DC_2spk");
   EXPECT_EQ(dc.exit_code, 1) << dc.output;
   EXPECT_NE(dc.output.find("tt/mix_wav.scp' does not exist (generate the corpus first: "
-                           "tools/make_toy_corpus)"),
+                           "tools/make_toy_corpus; ./run demo"),
             std::string::npos)
       << dc.output;
   EXPECT_NE(dc.output.find("' does not exist (generate the recorded test set first: "
-                           "tools/make_recorded_eval_set)"),
+                           "tools/make_recorded_eval_set; ./run demo"),
             std::string::npos)
       << dc.output;
   auto long_pit = check("SS/DBLSTM/long_PIT_SISNR_2spk");
   EXPECT_NE(long_pit.output.find("recorded_cv/2speakers/wav8k/min/cv/mix_wav.scp' does not exist "
                                  "(generate it first: tools/make_recorded_corpus, then "
                                  "tools/make_recorded_eval_set --from-corpus=data/recorded_corpus "
-                                 "--split=cv)"),
+                                 "--split=cv; ./run demo"),
             std::string::npos)
       << long_pit.output;
   EXPECT_NE(long_pit.output.find("recorded_heldout/2speakers/wav8k/min/tt/mix_wav.scp' does not "
                                  "exist (generate it first: tools/make_recorded_corpus, then "
-                                 "tools/make_recorded_eval_set --from-corpus=data/recorded_corpus)"),
+                                 "tools/make_recorded_eval_set --from-corpus=data/recorded_corpus; ./run demo"),
             std::string::npos)
       << long_pit.output;
   auto babble = check("SS/DBLSTM/toy_PIT_2spk_babble_linkedsets");
   EXPECT_NE(babble.output.find("(generate the corpus first: tools/make_toy_corpus, then "
-                               "tools/make_noisy_corpus)"),
+                               "tools/make_noisy_corpus; ./run demo"),
             std::string::npos)
       << babble.output;
   auto asr = check("ASR/toy_CTC_phones");
   EXPECT_NE(asr.output.find("sources/tr_wav.scp' does not exist (generate the corpus first: "
-                            "tools/make_toy_corpus)"),
+                            "tools/make_toy_corpus; ./run demo"),
             std::string::npos)
       << asr.output;
   auto librimix = check("SS/LibriMix/Libri2Mix_ConvTasNet");
@@ -211,7 +211,7 @@ TEST(RecipeCheck, MissingGeneratedListsNameTheToolThatMakesThem) {
   copy_recipe(source_dir() / "recipes/SS/DBLSTM/toy_DC_2spk", fresh, {});
   auto here = run_nabu("check --recipe=recipe", fresh.path());
   EXPECT_EQ(here.exit_code, 1) << here.output;
-  EXPECT_NE(here.output.find("(generate the corpus first: tools/make_toy_corpus)"),
+  EXPECT_NE(here.output.find("(generate the corpus first: tools/make_toy_corpus; ./run demo"),
             std::string::npos)
       << here.output;
   EXPECT_EQ(here.output.find("read from the working directory"), std::string::npos)

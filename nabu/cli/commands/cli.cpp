@@ -232,7 +232,7 @@ const std::vector<CommandInfo>& commands() {
       {"check", cmd_check, "check a recipe without running it; lists all problems"},
       {"separate", cmd_separate, "separate new mixtures with a trained model"},
       {"recognize", cmd_recognize, "print the labels a trained sequence task hears in recordings"},
-      {"export", cmd_export, "write a trained separation model as one TorchScript file"},
+      {"export", cmd_export, "write a trained separation model as one TorchScript or ONNX file"},
       {"list", cmd_list, "list the registered components (models, losses, ...)"},
       {"models", cmd_models, "list the shipped trained models (nabu separate --model=<name>)"},
   };

@@ -29,14 +29,16 @@ int cmd_export(const std::vector<std::string>& args) {
       ("out", po::value(&out), "the file to write, e.g. separator.pt (written atomically)");
   if (!parse_command_line(
           "export",
-          "Writes a trained separation model as one TorchScript file that runs without Nabu:\n"
-          "torch.jit.load(F) in Python, torch::jit::load(F) in C++. Its forward takes a mono\n"
-          "waveform [N] or [B, N] (float, int16 scale) at the model's sample rate (the file's\n"
-          "`sample_rate` attribute) and returns [B, S, N] float32: what nabu separate computes\n"
-          "for one chunk, at the input's scale. Exports the time-domain models (conv_tasnet,\n"
-          "dprnn) and the mask models (stackedmasks: STFT, features, mean/variance, network,\n"
-          "masks, inverse STFT); others are refused in one line. --format=onnx writes the same\n"
-          "computation as an ONNX model for onnxruntime.\n\n"
+          "Writes a trained separation model as one file that runs without Nabu: TorchScript\n"
+          "(torch.jit.load(F) in Python, torch::jit::load(F) in C++; nabu separate --model=F\n"
+          "and nabu test --model=F take it) or, with --format=onnx, the same computation as an\n"
+          "ONNX model for onnxruntime. Its forward takes a mono waveform [N] or [B, N] (float,\n"
+          "int16 scale) at the model's sample rate (the file's `sample_rate` attribute) and\n"
+          "returns [B, S, N] float32: what nabu separate computes for one chunk, at the input's\n"
+          "scale. Both formats export the same models: the time-domain ones (conv_tasnet, dprnn,\n"
+          "tf_gridnet) and the mask models (stackedmasks: STFT, features, mean/variance, the\n"
+          "network of linear layers and fused recurrent stacks such as dblstm, masks, inverse\n"
+          "STFT); others are refused in one line.\n\n"
           "Example: nabu export --expdir=exp/convtasnet --out=separator.pt\n"
           "         nabu export --expdir=exp/convtasnet --format=onnx --out=separator.onnx",
           args, description))

@@ -59,7 +59,8 @@ class Model : public torch::nn::Module {
   virtual std::string torchscript() const { return ""; }
   virtual std::string why_not_exported() const {
     return "architecture " + architecture_ +
-           " has no TorchScript export (conv_tasnet, dprnn, linear and the fused recurrent stacks have)";
+           " has no TorchScript export (conv_tasnet, dprnn, tf_gridnet, linear and the fused "
+           "recurrent stacks have)";
   }
   // The same forward pass as ONNX nodes (`nabu export --format=onnx`, core/onnx.h) on one
   // unpadded batch: from the graph value `input` (float: the waveform [B, N] of the time-domain
@@ -69,7 +70,8 @@ class Model : public torch::nn::Module {
   virtual std::string onnx(onnx::Graph& graph, const std::string& input) const { return ""; }
   virtual std::string why_not_onnx() const {
     return "architecture " + architecture_ +
-           " has no ONNX export (conv_tasnet, dprnn, linear and the fused recurrent stacks have)";
+           " has no ONNX export (conv_tasnet, dprnn, tf_gridnet, linear and the fused "
+           "recurrent stacks have)";
   }
   // A stream over this built model (batch of one, on its device), or nullptr when it cannot be
   // streamed; why_not_streamed() then says why.
