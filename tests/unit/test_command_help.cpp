@@ -43,3 +43,16 @@ TEST(CommandHelp, TheSeparateExampleNamesAShippedModel) {
   EXPECT_TRUE(fs::is_regular_file(source_dir() / "models" / model[1].str() / "card.md"))
       << model[1].str() << " is not a shipped model";
 }
+
+// nabu --help and export --help name both formats and every architecture both export (the
+// architectures whose forward has a TorchScript and an ONNX description).
+TEST(CommandHelp, ExportNamesBothFormatsAndTheModelsTheyTake) {
+  auto overview = run_nabu("--help", source_dir());
+  EXPECT_NE(overview.output.find("one TorchScript or ONNX file"), std::string::npos)
+      << overview.output;
+  auto help = run_nabu("export --help", source_dir());
+  ASSERT_EQ(help.exit_code, 0) << help.output;
+  for (const char* name : {"ONNX", "onnxruntime", "conv_tasnet", "dprnn", "tf_gridnet", "dblstm",
+                           "nabu separate --model=F"})
+    EXPECT_NE(help.output.find(name), std::string::npos) << name << "\n" << help.output;
+}

@@ -167,6 +167,10 @@ TEST(ShippedModel, NabuTestOfItOnTheCardsRecipeGivesTheCardsFigure) {
   EXPECT_NE(unlisted.find("data/corpus/2speakers/wav8k/min/tt"), std::string::npos) << unlisted;
   EXPECT_NE(unlisted.find("database.conf:"), std::string::npos) << unlisted;
   EXPECT_NE(unlisted.find("datafiles: "), std::string::npos) << unlisted;
+  EXPECT_NE(unlisted.find("(generate the corpus first: tools/make_toy_corpus; ./run demo makes "
+                          "every corpus and test set the shipped recipes read)"),
+            std::string::npos)
+      << unlisted;
   EXPECT_NE(unlisted.find("(relative to the working directory " +
                           fs::canonical(dir.path()).string()),
             std::string::npos)
