@@ -466,6 +466,15 @@ TEST(PostSummary, ResultsJsonLayoutAndStatistics) {
   EXPECT_NE(text.find("  SDR      all"), std::string::npos) << text;
   EXPECT_NE(text.find("12.75"), std::string::npos) << text;
   EXPECT_NE(text.find("diff (2)"), std::string::npos) << text;
+  // A mixture has no artifacts (its SAR is round-off): no mixture SAR, no "improvement" of it.
+  const auto sar = text.find("  SAR      all");
+  ASSERT_NE(sar, std::string::npos) << text;
+  const std::string sar_row = text.substr(sar, text.find('\n', sar) - sar);
+  EXPECT_EQ(sar_row.substr(sar_row.size() - 24), "          -            -") << text;
+  EXPECT_NE(text.find("(a mixture has no artifacts, being its sources' sum: no mixture SAR, no "
+                      "improvement)"),
+            std::string::npos)
+      << text;
 
   // An empty group has no statistics (null), and a checkpoint restores the same summary.
   ScoreSummary only_men({"SDR", "SIR", "SAR"}, speakers);

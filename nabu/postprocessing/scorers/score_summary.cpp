@@ -65,7 +65,7 @@ SpeakerInfo read_speaker_info(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in)
     throw DataError(file.string() + ": cannot read the speaker info file" +
-                    working_directory_note(file));
+                    generation_hint(file) + working_directory_note(file));
   SpeakerInfo info;
   std::string line;
   int line_number = 0;
@@ -187,6 +187,7 @@ std::string ScoreSummary::summary_text(const std::string& scorer_name,
   const int decimals = unit.empty() ? 3 : 2;
   out += fmt::format("  {:<8} {:<10} {:>10} {:>10} {:>12}\n", "metric", "mixtures", "separated",
                      "mixture", "improvement");
+  bool artifacts = false;
   for (const auto& metric : metrics_)
     for (const std::string group : {"all", "same_gen", "diff_gen"}) {
       const auto separated = utterance_means(metric, scenarios[0], group);
@@ -197,9 +198,19 @@ std::string ScoreSummary::summary_text(const std::string& scorer_name,
           group == "all" ? "all"
                          : fmt::format("{} ({})", group == "same_gen" ? "same" : "diff",
                                        separated.size());
+      // A mixture is its sources' exact sum: it has no artifacts, so its SAR is round-off
+      // (100-300 dB) and an "improvement" of it means nothing.
+      if (ends_with(metric, "SAR")) {
+        artifacts = true;
+        out += fmt::format("  {:<8} {:<10} {:>10.{}f} {:>10} {:>12}\n", metric, kind, estimate,
+                           decimals, "-", "-");
+        continue;
+      }
       out += fmt::format("  {:<8} {:<10} {:>10.{}f} {:>10.{}f} {:>12.{}f}\n", metric, kind,
                          estimate, decimals, mixture, decimals, estimate - mixture, decimals);
     }
+  if (artifacts)
+    out += "  (a mixture has no artifacts, being its sources' sum: no mixture SAR, no improvement)\n";
   return out;
 }
 
