@@ -4,9 +4,16 @@
 parses every flag it names, so a renamed or misspelt option fails), except `nabu check`, which is
 cheap and runs as it is, and `./run tests` / `./run demo`, which are what this suite is.
 
+README's demo figures are what `./run demo` printed at the commit tests/docs/demo_figures.json
+names; the recipe goldens (tests/recipes/golden/) move whenever the numerics do, so their
+fingerprint is recorded beside it, and a change to them fails here until the demo is measured
+again (or the figures are confirmed) and the record updated.
+
     tests/docs/readme_commands.py --nabu build/nabu [--readme README.md]
 """
 import argparse
+import hashlib
+import json
 import os
 import re
 import shlex
@@ -54,6 +61,37 @@ def to_run(words, nabu):
     return [nabu] + rest + ["--help"]
 
 
+def goldens_fingerprint():
+    """sha256 over the recipe goldens, in name order (name and content of each)."""
+    digest = hashlib.sha256()
+    folder = os.path.join(ROOT, "tests", "recipes", "golden")
+    for name in sorted(os.listdir(folder)):
+        digest.update(name.encode() + b"\0")
+        with open(os.path.join(folder, name), "rb") as handle:
+            digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def demo_figures_problems(text):
+    """README names the commit its demo figures were measured at; the goldens are those of then."""
+    path = os.path.join(ROOT, "tests", "docs", "demo_figures.json")
+    with open(path) as handle:
+        record = json.load(handle)
+    problems = []
+    if "`%s`" % record["commit"] not in text:
+        problems.append("README.md does not name commit `%s`, at which its demo figures were "
+                        "measured (%s)" % (record["commit"], path))
+    now = goldens_fingerprint()
+    if now != record["goldens_sha256"]:
+        problems.append(
+            "tests/recipes/golden/ changed since README's demo figures were measured at commit %s "
+            "on %s: the numerics may have moved. Run ./run demo, put what it prints in README's "
+            "table and docs/results.md (and check the model cards: ShippedModel.* tests), then "
+            "record the commit and this fingerprint in %s: %s" % (
+                record["commit"], record["cpu"], path, now))
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nabu", required=True)
@@ -67,6 +105,7 @@ def main():
         failures.append("README.md has %d lines; the guide keeps to 300" % lines)
     if re.search(r"issue [0-9]", text, re.IGNORECASE):
         failures.append("README.md names an issue ('issue N'); results and history go to docs/")
+    failures += demo_figures_problems(text)
     for number, command in code_block_commands(text):
         words = shlex.split(command, comments=True)
         argv = to_run(words, args.nabu)
