@@ -50,6 +50,24 @@ void write_pcm16_wav(const fs::path& path, const std::vector<short>& samples, in
   sf_close(file);
 }
 
+void write_multichannel_wav(const fs::path& path, const std::vector<std::vector<double>>& channels,
+                            int rate) {
+  fs::create_directories(path.parent_path());
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = static_cast<int>(channels.size());
+  info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
+  SNDFILE* file = sf_open(path.c_str(), SFM_WRITE, &info);
+  if (!file) throw std::runtime_error("cannot write " + path.string());
+  const std::size_t frames = channels.front().size();
+  std::vector<double> interleaved;
+  interleaved.reserve(frames * channels.size());
+  for (std::size_t n = 0; n < frames; ++n)
+    for (const auto& channel : channels) interleaved.push_back(channel[n]);
+  sf_writef_double(file, interleaved.data(), static_cast<sf_count_t>(frames));
+  sf_close(file);
+}
+
 void write_noise_wav(const fs::path& path, int length, unsigned seed, int rate) {
   std::mt19937 generator(seed);
   std::normal_distribution<double> normal(0.0, 3000.0);

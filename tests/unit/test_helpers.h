@@ -26,6 +26,10 @@ class TempDir {
 void write_text(const fs::path& path, const std::string& text);
 // A mono 16-bit PCM wav (creating its folder).
 void write_pcm16_wav(const fs::path& path, const std::vector<short>& samples, int rate = 8000);
+// A 16-bit PCM wav of as many channels as `channels` holds, each in [-1, 1] and as long as the
+// first (creating its folder).
+void write_multichannel_wav(const fs::path& path, const std::vector<std::vector<double>>& channels,
+                            int rate);
 // Gaussian noise of standard deviation 3000 (int16 scale), seeded.
 void write_noise_wav(const fs::path& path, int length, unsigned seed, int rate = 8000);
 std::string read_text(const fs::path& path);

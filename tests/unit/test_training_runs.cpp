@@ -761,16 +761,12 @@ TEST_F(TrainingRun, TestAndSeparateWriteSeparatedSignals) {
   auto rest = upsample.flush();
   high.insert(high.end(), rest.begin(), rest.end());
   {
-    SF_INFO info{};
-    info.samplerate = 16000;
-    info.channels = 2;
-    info.format = SF_FORMAT_WAV | SF_FORMAT_PCM_16;
-    SNDFILE* file = sf_open((dir_ / "stereo16k.wav").c_str(), SFM_WRITE, &info);
-    ASSERT_NE(file, nullptr);
-    std::vector<double> interleaved;
-    for (double value : high) interleaved.insert(interleaved.end(), {value / 32768, value / 65536});
-    sf_writef_double(file, interleaved.data(), static_cast<sf_count_t>(high.size()));
-    sf_close(file);
+    std::vector<double> left, right;
+    for (double value : high) {
+      left.push_back(value / 32768);
+      right.push_back(value / 65536);
+    }
+    write_multichannel_wav(dir_ / "stereo16k.wav", {left, right}, 16000);
   }
   auto separated = run_nabu("separate --expdir=exp_sep --out=separated --threads=1 "
                             "--chunk-seconds=0.5 --overlap-seconds=0.1 stereo16k.wav " + mixture,
