@@ -343,7 +343,7 @@ class EndToEndTest(unittest.TestCase):
         return subprocess.run([SCRIPT] + list(args), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, universal_newlines=True)
 
-    def check_corpus(self, root):
+    def check_corpus(self, root, rate=8000):
         lists = {}
         owner = {}
         for split in corpus.SPLITS:
@@ -358,10 +358,10 @@ class EndToEndTest(unittest.TestCase):
                 lists[utt] = (path, split)
         self.assertGreater(len(set(owner.values())), 1)
         for utt, (path, _) in lists.items():
-            samples, rate = toy_audio.read_wav(path)   # 16-bit mono, or it raises
-            self.assertEqual(rate, 8000)
-            self.assertGreaterEqual(len(samples), rv.MIN_SECONDS * rate - 1)
-            self.assertLessEqual(len(samples), rv.MAX_SECONDS * rate + 1)
+            samples, read_rate = toy_audio.read_wav(path)   # 16-bit mono, or it raises
+            self.assertEqual(read_rate, rate)
+            self.assertGreaterEqual(len(samples), rv.MIN_SECONDS * rate - 2)
+            self.assertLessEqual(len(samples), rv.MAX_SECONDS * rate + 2)
         with open(os.path.join(root, "index.tsv")) as f:
             rows = [line.rstrip("\n").split("\t") for line in f.readlines()[1:]]
         self.assertEqual(set(r[0] for r in rows), set(lists))
@@ -408,6 +408,48 @@ class EndToEndTest(unittest.TestCase):
                                                                               relative))))
             self.assertGreater(len(read_lines(os.path.join(repaired, "tr_wav.scp"))),
                                len(read_lines(os.path.join(plain, "tr_wav.scp"))))
+
+    def test_at_16_khz_the_corpus_is_the_8_khz_one_less_what_was_recorded_below_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            low, high = os.path.join(tmp, "r8"), os.path.join(tmp, "r16")
+            for root, extra in ((low, []), (high, ["--rate=16000"])):
+                done = self.run_script("--root=" + root, *(TINY + extra))
+                self.assertEqual(done.returncode, 0, done.stderr)
+            self.check_corpus(high, rate=16000)
+            self.assertEqual(self.run_script("--verify", "--rate=16000",
+                                             "--root=" + high).returncode, 0)
+            self.assertNotEqual(self.run_script("--verify", "--root=" + high).returncode, 0)
+
+            def split_of(root):
+                return {line.split()[0]: name for name in corpus.SPLITS
+                        for line in read_lines(os.path.join(root, name + "_wav.scp"))}
+            at8, at16 = split_of(low), split_of(high)
+            # The same names in the same splits; none new; the same seconds at twice the samples.
+            self.assertTrue(at16)
+            self.assertLessEqual(set(at16), set(at8))
+            for utterance, name in at16.items():
+                self.assertEqual(at8[utterance], name, utterance)
+                speaker = utterance.rsplit("_", 1)[0]
+                a, _ = toy_audio.read_wav(os.path.join(low, "utterances", speaker, utterance + ".wav"))
+                b, _ = toy_audio.read_wav(os.path.join(high, "utterances", speaker,
+                                                       utterance + ".wav"))
+                # A piece that ends its clip may miss a sample of the other decode.
+                self.assertLessEqual(abs(len(b) - 2 * len(a)), 8, utterance)
+            # What is left out was recorded below 16 kHz (ktuberling has 8 kHz words), and every
+            # clip behind the 16 kHz corpus was recorded at 16 kHz or above: nothing upsampled.
+            with open(os.path.join(high, "rejected.tsv")) as f:
+                low_rate = [line.split("\t")[0] for line in f if "\tlow_rate\t" in line]
+            with open(os.path.join(high, "index.tsv")) as f:
+                origins = set(line.split("\t")[4] for line in f.readlines()[1:])
+
+            def rate_of(path):
+                return int(subprocess.run(["soxi", "-r", path], stdout=subprocess.PIPE,
+                                          universal_newlines=True).stdout)
+            for path in low_rate:
+                self.assertLess(rate_of(path), 16000, path)
+            for path in origins:
+                self.assertGreaterEqual(rate_of(path), 16000, path)
+            self.assertEqual(len(at8) - len(at16) > 0, bool(low_rate))
 
     def test_refuses_a_folder_it_did_not_make_and_a_package_not_allowed(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -118,6 +118,35 @@ class EndToEndTest(unittest.TestCase):
             self.assertIn("nothing to do", again.stdout)
             self.assertEqual(self.run_script("--verify", "--root=" + roots[0]).returncode, 0)
 
+    def test_at_16_khz_only_recordings_made_at_16_khz_are_cut_as_at_8_khz(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            low, high = os.path.join(tmp, "r8"), os.path.join(tmp, "r16")
+            for root, extra in ((low, []), (high, ["--rate=16000"])):
+                done = self.run_script("--mixtures=6", "--root=" + root, *extra)
+                self.assertEqual(done.returncode, 0, done.stderr)
+            entries = toy_lists.read_lists(os.path.join(high, "2speakers", "wav16k", "min", "tt"))
+            self.assertEqual(len(entries), 6)
+            for name, mix, sources in entries:
+                self.assertEqual(toy_audio.check_mixture(mix, sources, min_active_fraction=0.1,
+                                                         expected_rate=16000)[1], 0)
+            self.assertEqual(self.run_script("--verify", "--root=" + high).returncode, 0)
+            with open(os.path.join(high, "sources", "index.tsv")) as f:
+                rows = [line.rstrip("\n").split("\t") for line in f.readlines()[1:]]
+            # Never codec2's 8 kHz recordings; each utterance the 8 kHz set's at twice the rate.
+            origins = set(row[2] for row in rows)
+            self.assertTrue(origins)
+            for origin in origins:
+                self.assertGreaterEqual(recorded.native_rate(
+                    origin, dict((p, r) for _, p, r in recorded.RECORDINGS)[origin]), 16000, origin)
+            with open(os.path.join(low, "sources", "index.tsv")) as f:
+                self.assertIn(recorded.CODEC2 + "/wav/hts1a.wav",
+                              set(line.split("\t")[2] for line in f))
+            for path, _, _, _, _ in rows:
+                a, rate_a = toy_audio.read_wav(path.replace(high, low))
+                b, rate_b = toy_audio.read_wav(path)
+                self.assertEqual((rate_a, rate_b), (8000, 16000))
+                self.assertLessEqual(abs(len(b) - 2 * len(a)), 2, path)
+
     def test_refuses_a_folder_it_did_not_make(self):
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "precious.txt"), "w") as f:
@@ -231,6 +260,15 @@ class HeldoutEndToEndTest(unittest.TestCase):
                                       "--root=" + roots[0])
             self.assertEqual(rebuilt.returncode, 0, rebuilt.stderr)
             self.assertNotIn("nothing to do", rebuilt.stdout)
+
+    def test_a_16_khz_set_takes_a_16_khz_corpus(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = os.path.join(tmp, "corpus")
+            write_corpus(corpus, self.SPEAKERS)   # 8 kHz
+            done = self.run_script("--from-corpus=" + corpus, "--mixtures=2", "--rate=16000",
+                                   "--root=" + os.path.join(tmp, "set"))
+            self.assertEqual(done.returncode, 1)
+            self.assertIn("8000 Hz, expected 16000 (--rate)", done.stderr)
 
     def test_refuses_a_tt_speaker_that_also_trains(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -92,7 +92,7 @@ def active_rms(x, rate=RATE, floor_db=-30.0):
     return float(np.sqrt(energy[energy >= energy.max() * 10 ** (floor_db / 10)].mean()))
 
 
-def mix_sources(sources, gains_db):
+def mix_sources(sources, gains_db, rate=RATE):
     """wsj0-2mix "min" mixing of int16 sources. Returns (mixture, scaled sources), all int16.
 
     Each source is brought to the same active level, scaled by its gain in dB, all are cut to the
@@ -105,7 +105,7 @@ def mix_sources(sources, gains_db):
     length = min(len(s) for s in sources)
     scaled = []
     for source, gain in zip(sources, gains_db):
-        level = active_rms(source)
+        level = active_rms(source, rate)
         if level <= 0:
             raise CorpusError("silent source")
         scaled.append(source[:length].astype(np.float64) / level * 10 ** (gain / 20.0))
@@ -269,28 +269,30 @@ def run(command):
                                                          message[-1] if message else "no message"))
 
 
-def check_mixture(mix_path, source_paths, min_source_dbfs=-45.0, min_active_fraction=0.2):
+def check_mixture(mix_path, source_paths, min_source_dbfs=-45.0, min_active_fraction=0.2,
+                  expected_rate=RATE):
     """Checks one listed mixture from its files; returns (num_samples, max |mix - sum|).
 
-    The sum must match within int16 rounding (one LSB per source); every source must be 8 kHz,
+    The sum must match within int16 rounding (one LSB per source); every source must be at
+    expected_rate (8 kHz by default),
     as long as the mixture and not silent: its RMS above min_source_dbfs and at least
     min_active_fraction of its 20 ms frames within 30 dB of its loudest frame.
     """
     mix, rate = read_wav(mix_path)
-    if rate != RATE:
-        raise CorpusError("%s: %d Hz, expected %d" % (mix_path, rate, RATE))
+    if rate != expected_rate:
+        raise CorpusError("%s: %d Hz, expected %d" % (mix_path, rate, expected_rate))
     total = np.zeros(len(mix), dtype=np.int64)
     for path in source_paths:
         source, rate = read_wav(path)
-        if rate != RATE:
-            raise CorpusError("%s: %d Hz, expected %d" % (path, rate, RATE))
+        if rate != expected_rate:
+            raise CorpusError("%s: %d Hz, expected %d" % (path, rate, expected_rate))
         if len(source) != len(mix):
             raise CorpusError("%s: %d samples, mixture %s has %d"
                               % (path, len(source), mix_path, len(mix)))
         rms = np.sqrt(np.mean(source.astype(np.float64) ** 2))
         if rms <= 0 or 20 * np.log10(rms / FULL_SCALE) < min_source_dbfs:
             raise CorpusError("%s: source is (nearly) silent" % path)
-        energy = frame_energies(source, RATE // 50)
+        energy = frame_energies(source, expected_rate // 50)
         if np.mean(energy >= energy.max() * 1e-3) < min_active_fraction:
             raise CorpusError("%s: source has too little speech" % path)
         total += source
