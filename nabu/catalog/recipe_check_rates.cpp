@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -142,11 +143,9 @@ void RecipeChecker::check_reconstructed_bins(const ConfigSection& task,
       const std::string input = spec.linked_sets.front().inputs.front().sections.front();
       const SectionAudio& features = section_audio(input);
       if (features.features && features.processor && spectra.count(features.features->feature))
-        for (const char* key : {"winlen", "winstep"}) {
-          const double wanted = std::string(key) == "winlen" ? features.features->winlen
-                                                             : features.features->winstep;
-          const double have = std::string(key) == "winlen" ? audio.features->winlen
-                                                           : audio.features->winstep;
+        for (const auto& [key, wanted, have] :
+             {std::make_tuple("winlen", features.features->winlen, audio.features->winlen),
+              std::make_tuple("winstep", features.features->winstep, audio.features->winstep)}) {
           if (std::fabs(wanted - have) <= 1e-9) continue;
           rate_problem(audio.processor->where(key),
                        fmt::format("{:g}, but [{}]'s reconstructor masks this mixture (org_mix = "

@@ -112,19 +112,11 @@ class RecipeMaker {
   // The folder holding the recipe's training splits (data/corpus/2speakers/wav8k/min): the
   // grandparent of the first list of the first training task's first input section.
   fs::path training_root() {
-    const ConfigFile& trainer = file("trainer.cfg");
-    const ConfigFile& database = file("database.conf");
-    for (const auto& task : trainer.section("trainer").get_list("tasks")) {
-      const ConfigSection& section = trainer.section(task);
-      for (const auto& input : section.get_list("inputs", {})) {
-        if (!section.has(input)) continue;
-        for (const auto& name : section.get_list(input)) {
-          const ConfigSection* data = database.find_section(name);
-          if (!data || !data->has("datafiles")) continue;
-          auto lists = data->get_list("datafiles");
-          if (!lists.empty()) return fs::path(lists.front()).parent_path().parent_path();
-        }
-      }
+    for (const auto& name : training_input_sections()) {
+      const ConfigSection* data = file("database.conf").find_section(name);
+      if (!data || !data->has("datafiles")) continue;
+      auto lists = data->get_list("datafiles");
+      if (!lists.empty()) return fs::path(lists.front()).parent_path().parent_path();
     }
     throw Error(file("trainer.cfg").path() + ": no training task input names a database.conf "
                 "section with datafiles; nothing to point at the prepared corpus");

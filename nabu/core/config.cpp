@@ -175,6 +175,13 @@ std::string ConfigSection::get_per_segment(const std::string& key, std::size_t i
 namespace {
 
 // Python 2.7 ConfigParser.OPTCRE: (?P<option>[^:=\s][^:=]*)\s*(?P<vi>[:=])\s*(?P<value>.*)$
+// Comments: only when '#' or ';' is the very first character (or "rem "), and blank lines.
+bool is_comment_or_blank(const std::string& line) {
+  if (trim(line).empty() || line[0] == '#' || line[0] == ';') return true;
+  auto words = split_whitespace(line);
+  return (line[0] == 'r' || line[0] == 'R') && to_lower(words[0]) == "rem";
+}
+
 bool match_option(const std::string& line, std::string& key, std::string& value) {
   if (line.empty() || line[0] == ':' || line[0] == '=' ||
       std::isspace(static_cast<unsigned char>(line[0])))
@@ -213,10 +220,7 @@ ConfigFile ConfigFile::parse(const std::string& text, const std::string& display
     ++line_number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     Origin origin{display_name, line_number};
-    // Comments: only when '#' or ';' is the very first character (or "rem "), blank lines.
-    if (trim(line).empty() || line[0] == '#' || line[0] == ';') continue;
-    auto first_word = split_whitespace(line);
-    if ((line[0] == 'r' || line[0] == 'R') && to_lower(first_word[0]) == "rem") continue;
+    if (is_comment_or_blank(line)) continue;
     // Continuation: an indented line after an option extends its value.
     if (std::isspace(static_cast<unsigned char>(line[0])) && current && !current_key.empty()) {
       std::string extra = trim(line);
@@ -339,12 +343,6 @@ void ConfigFile::save(const std::filesystem::path& path) const {
 }
 
 namespace {
-
-bool is_comment_or_blank(const std::string& line) {
-  if (trim(line).empty() || line[0] == '#' || line[0] == ';') return true;
-  auto words = split_whitespace(line);
-  return (line[0] == 'r' || line[0] == 'R') && to_lower(words[0]) == "rem";
-}
 
 // One [section] of a file's text: the comment lines right above its header, the header, and the
 // lines up to the next header's comment block.
