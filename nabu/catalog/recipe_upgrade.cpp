@@ -20,6 +20,11 @@ const std::vector<std::string> kTaskFiles = {"trainer.cfg", "validation_evaluato
 // [trainer] keys of that time that Nabu does not read: one model makes single_1to1 the only
 // layout, and a stage resumes with `nabu train --resume`.
 const std::vector<std::string> kDroppedTrainerKeys = {"multi_trainer", "resume_training"};
+// What the trainer of that time did where today's default differs (seed 001: the task losses'
+// tf.reduce_mean, each minibatch's gradient clipped before it is accumulated); written unless
+// trainer.cfg sets the key itself (docs/README.md, "Differences from the original").
+const std::vector<std::pair<std::string, std::string>> kOlderTrainerKeys = {
+    {"task_loss_combination", "mean"}, {"clip_grad_value_per_minibatch", "True"}};
 
 bool documents_key(const std::string& architecture, const std::string& key) {
   for (const auto& option : model_registry().options(architecture))
@@ -44,6 +49,7 @@ class RecipeUpgrader {
     for (const auto& name : kTaskFiles)
       if (fs::exists(old_ / name)) files_[name] = ConfigFile::load(old_ / name);
     drop_old_trainer_keys();
+    keep_older_trainer_semantics();
     for (auto& [name, config] : files_)
       if (name != "model.cfg") add_task_graphs(name, config);
     return write();
@@ -100,6 +106,23 @@ class RecipeUpgrader {
                            (key == "multi_trainer" ? "one model: the only layout"
                                                    : "resume with nabu train --resume") +
                            ")");
+  }
+
+  void keep_older_trainer_semantics() {
+    auto it = files_.find("trainer.cfg");
+    if (it == files_.end() || !it->second.has_section("trainer")) return;
+    ConfigSection& trainer = it->second.section("trainer");
+    for (const auto& [key, value] : kOlderTrainerKeys) {
+      if (trainer.has(key)) continue;
+      trainer.set(key, value, {});
+      changes_.push_back("trainer.cfg: [trainer] " + key + " = " + value + " added (" +
+                         (key == "task_loss_combination"
+                              ? "the older trainer averaged the task losses; today's default sums "
+                                "them"
+                              : "the older trainer clipped each minibatch's gradient; today's "
+                                "default clips their sum") +
+                         ")");
+    }
   }
 
   // A task section names a data section for every model input (`features = trainspec`);

@@ -3,11 +3,12 @@
 EventAccumulator, which verifies every record's CRC and drops what a resumed run trains again) and
 checks that every number of every stage's metrics.jsonl is there as a scalar at its step, once,
 with its value (as a 32-bit float), and nothing else is; with log_norms (norms in the update
-records), that every parameter has a histogram at every validation, once; with --audio N
+records), that every parameter has a histogram at every validation, once, and with
+--histogram-steps N (trainer.cfg's histogram_steps) every N updates too; with --audio N
 (validation_evaluator.cfg's tensorboard_audio = N), that every validation has the separated
 signals of N utterances, and the first one their references, as WAV files of the data's rate.
 
-  read_events.py EXPDIR [--audio N]
+  read_events.py EXPDIR [--audio N] [--histogram-steps N]
 
 Run by TensorBoard.ReaderFindsEveryMetricOnceAfterAResume (tests/unit/test_tensorboard.cpp) with
 the test venv's python (./run tests makes it from tests/requirements.txt)."""
@@ -62,21 +63,27 @@ def expected_scalars(records):
     return expected
 
 
-def check_histograms(stage, records, accumulator):
-    """With log_norms, every parameter's histogram at every validation step, once."""
-    if not any("norms" in record for record in records if record.get("type") == "train"):
-        return []
-    validations = sorted({record["step"] for record in records
-                          if record.get("type") == "validation"})
+def check_histograms(stage, records, accumulator, every):
+    """Every parameter's histogram once at each step where one is due: every validation with
+    log_norms (norms in the update records), every `every`-th update with histogram_steps."""
+    due = set()
+    if any("norms" in record for record in records if record.get("type") == "train"):
+        due |= {record["step"] for record in records if record.get("type") == "validation"}
+    if every > 0:
+        due |= {record["step"] for record in records
+                if record.get("type") == "train" and record["step"] % every == 0}
+    validations = sorted(due)
     tags = accumulator.Tags()["histograms"]
+    if not validations:
+        return ["%s: histograms %s, none due" % (stage, tags)] if tags else []
     if not tags:
-        return ["%s: log_norms is on but TensorBoard has no histogram" % stage]
+        return ["%s: histograms due at %s but TensorBoard has none" % (stage, validations)]
     problems = []
     for tag in tags:
         events = accumulator.Histograms(tag)
         steps = [event.step for event in events]
         if sorted(steps) != validations:
-            problems.append("%s: histogram %s at steps %s, validations at %s" %
+            problems.append("%s: histogram %s at steps %s, due at %s" %
                             (stage, tag, steps, validations))
         for event in events:
             value = event.histogram_value
@@ -122,7 +129,7 @@ def check_audio(stage, records, accumulator, utterances):
     return problems
 
 
-def check_stage(expdir, stage, audio_utterances):
+def check_stage(expdir, stage, audio_utterances, histogram_steps):
     records = read_records(os.path.join(expdir, stage, "metrics.jsonl"))
     expected = expected_scalars(records)
     run = os.path.join(expdir, "tensorboard", stage)
@@ -147,7 +154,7 @@ def check_stage(expdir, stage, audio_utterances):
                             (stage, key[0], key[1], found[key], value))
     for key in sorted(set(found) - set(expected)):
         problems.append("%s: %s at step %d is in TensorBoard only" % (stage, key[0], key[1]))
-    problems += check_histograms(stage, records, accumulator)
+    problems += check_histograms(stage, records, accumulator, histogram_steps)
     if audio_utterances:
         problems += check_audio(stage, records, accumulator, audio_utterances)
     elif accumulator.Tags()["audio"]:
@@ -157,14 +164,16 @@ def check_stage(expdir, stage, audio_utterances):
 
 def main():
     expdir = sys.argv[1]
-    audio_utterances = int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--audio" else 0
+    flags = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+    audio_utterances = int(flags.get("--audio", 0))
+    histogram_steps = int(flags.get("--histogram-steps", 0))
     stages = sorted(name for name in os.listdir(expdir)
                     if os.path.exists(os.path.join(expdir, name, "metrics.jsonl")))
     if not stages:
         sys.exit("no stage with metrics.jsonl in " + expdir)
     problems, total = [], 0
     for stage in stages:
-        count, stage_problems = check_stage(expdir, stage, audio_utterances)
+        count, stage_problems = check_stage(expdir, stage, audio_utterances, histogram_steps)
         total += count
         problems += stage_problems
     for problem in problems[:20]:

@@ -14,6 +14,7 @@
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/neuralnetworks/task_definition.h"
+#include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "test_helpers.h"
 
 using namespace nabu;
@@ -385,6 +386,19 @@ TEST(RecipeUpgrade, TheOlderSingleModelFormatBecomesTheCurrentOneAndPassesCheck)
   auto trainer = ConfigFile::load(dir / "new/trainer.cfg").section("trainer");
   EXPECT_FALSE(trainer.has("multi_trainer"));
   EXPECT_FALSE(trainer.has("resume_training"));
+  // It trains as the older trainer did (seed 001: the mean of the task losses, each minibatch's
+  // gradient clipped before the sum), and says so.
+  const auto options = read_trainer_options(ConfigFile::load(dir / "new/trainer.cfg"));
+  EXPECT_EQ(options.task_loss_combination, "mean");
+  EXPECT_TRUE(options.optimizer.clip_grad_value_per_minibatch);
+  const std::string notes = read_text(dir / "new/UPGRADE.md");
+  EXPECT_NE(notes.find("task_loss_combination = mean added (the older trainer averaged the task "
+                       "losses"),
+            std::string::npos)
+      << notes;
+  EXPECT_NE(notes.find("clip_grad_value_per_minibatch = True added"), std::string::npos) << notes;
+  EXPECT_NE(upgraded.output.find("clip_grad_value_per_minibatch = True added"), std::string::npos)
+      << upgraded.output;
 
   // A second run into the same folder, or a recipe already current, is one line.
   auto again = run_nabu("recipe upgrade " + old.string() + " " + (dir / "new").string());
@@ -396,4 +410,14 @@ TEST(RecipeUpgrade, TheOlderSingleModelFormatBecomesTheCurrentOneAndPassesCheck)
   EXPECT_NE(current_again.output.find("in the current format already"), std::string::npos)
       << current_again.output;
   EXPECT_FALSE(fs::exists(dir / "newer"));
+
+  // A key the old trainer.cfg sets itself is kept as it is.
+  text = read_text(old / "trainer.cfg");
+  text.replace(text.find("[trainer]\n"), 10, "[trainer]\ntask_loss_combination = sum\n");
+  write_text(old / "trainer.cfg", text);
+  ASSERT_EQ(run_nabu("recipe upgrade " + old.string() + " " + (dir / "kept").string()).exit_code,
+            0);
+  const auto kept = read_trainer_options(ConfigFile::load(dir / "kept/trainer.cfg"));
+  EXPECT_EQ(kept.task_loss_combination, "sum");
+  EXPECT_TRUE(kept.optimizer.clip_grad_value_per_minibatch);
 }

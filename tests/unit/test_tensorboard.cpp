@@ -179,14 +179,15 @@ namespace testing {
 // A training aborted at update 8 (a crash) and resumed from its checkpoint at update 5 logs
 // updates 6 and 7 twice; TensorBoard's own reader (tests/tensorboard/read_events.py, in the test
 // venv ./run tests makes) must find every number of metrics.jsonl once, at its step, and (with
-// log_norms) every parameter's histogram at every validation, once.
+// log_norms) every parameter's histogram at every validation and (histogram_steps = 2) every
+// second update, once.
 TEST_F(TrainingRun, TensorBoardReaderFindsEveryMetricOnceAfterAResume) {
   const std::string python = NABU_TEST_VENV_PYTHON;
   ASSERT_TRUE(fs::exists(python)) << python << " is missing: ./run tests makes the test venv "
                                   << "from tests/requirements.txt";
   const std::string options =
       "--max-steps=10,4 --set trainer.cfg:trainer:valid_frequency=5 "
-      "--set trainer.cfg:trainer:log_norms=True";
+      "--set trainer.cfg:trainer:log_norms=True --set trainer.cfg:trainer:histogram_steps=2";
   auto crashed = run_shell("env NABU_TEST_ABORT_AT_STEP=8 '" + std::string(NABU_BINARY) +
                                "' train --expdir=exp_tb " + tiny_dc(options),
                            dir_.path());
@@ -201,7 +202,7 @@ TEST_F(TrainingRun, TensorBoardReaderFindsEveryMetricOnceAfterAResume) {
     ++logged;
   ASSERT_EQ(logged, 2u) << metrics;
   auto read = run_shell("'" + python + "' '" + std::string(NABU_SOURCE_DIR) +
-                            "/tests/tensorboard/read_events.py' exp_tb",
+                            "/tests/tensorboard/read_events.py' exp_tb --histogram-steps 2",
                         dir_.path());
   EXPECT_EQ(read.exit_code, 0) << read.output;
   EXPECT_NE(read.output.find("stage(s) read back"), std::string::npos) << read.output;

@@ -203,8 +203,12 @@ struct WrittenOutOptimizer {
         first[k] = b1 * first[k] + (1 - b1) * g;
         second[k] = b2 * second[k] + (1 - b2) * g * g;
         const double correction1 = 1 - std::pow(b1, steps), correction2 = 1 - std::pow(b2, steps);
-        w[k] -= lr / correction1 * first[k] /
-                (std::sqrt(second[k]) / std::sqrt(correction2) + options.adam_epsilon);
+        if (options.adam_epsilon_placement == "tensorflow")  // tf.train.AdamOptimizer's lr_t
+          w[k] -= lr * std::sqrt(correction2) / correction1 * first[k] /
+                  (std::sqrt(second[k]) + options.adam_epsilon);
+        else
+          w[k] -= lr / correction1 * first[k] /
+                  (std::sqrt(second[k]) / std::sqrt(correction2) + options.adam_epsilon);
       } else if (options.optimizer == "sgd") {
         g += wd * w[k];
         if (options.momentum != 0) {
@@ -247,6 +251,11 @@ TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
       "optimizer = adam\nadam_beta1 = 0.8\nadam_beta2 = 0.95\nadam_epsilon = 1e-3",
       "optimizer = adam\nweight_decay = 0.3\nadam_beta1 = 0.8\nadam_beta2 = 0.95",
       "optimizer = adamw\nweight_decay = 0.3\nadam_beta1 = 0.8\nadam_beta2 = 0.95\n"
+      "adam_epsilon = 1e-3",
+      // epsilon as TensorFlow places it; large enough that the placement moves the result.
+      "optimizer = adam\nadam_epsilon_placement = tensorflow\nadam_beta1 = 0.8\n"
+      "adam_beta2 = 0.95\nadam_epsilon = 0.5",
+      "optimizer = adam\nadam_epsilon_placement = tensorflow\nweight_decay = 0.3\n"
       "adam_epsilon = 1e-3",
       "optimizer = sgd",
       "optimizer = sgd\nweight_decay = 0.3",
@@ -295,6 +304,94 @@ TEST(ParameterUpdate, EachOptimizerMatchesItsWrittenOutUpdateWithWeightDecay) {
     ends[k] = values_of(tensors_of(named));
   }
   EXPECT_GT(std::abs(ends[0][0] - ends[1][0]), 1e-4);
+}
+
+TEST(ParameterUpdate, AdamEpsilonPlacementMovesTheFirstUpdatesAndOnlyAdamTakesIt) {
+  // The same three updates with epsilon where LibTorch adds it and where TensorFlow does: with
+  // epsilon 0.5 the first steps differ visibly (TF's effective epsilon is 0.5 x sqrt(1 - 0.95^t)).
+  std::vector<double> ends[2];
+  for (int k = 0; k < 2; ++k) {
+    auto cfg = trainer_cfg(std::string("adam_beta2 = 0.95\nadam_epsilon = 0.5\n") +
+                           "adam_epsilon_placement = " + (k ? "tensorflow" : "libtorch"));
+    auto named = tiny_model();
+    ParameterUpdate update(read_trainer_options(cfg).optimizer, ProfilingOptions{},
+                           cfg.section("trainer"), 0.1, named, {{"task", 1.0, tensors_of(named)}});
+    for (int step = 0; step < 3; ++step)
+      apply_once(update,
+                 shaped_like(tensors_of(named), quadratic_gradient(values_of(tensors_of(named)))),
+                 0.1, step);
+    ends[k] = values_of(tensors_of(named));
+  }
+  EXPECT_GT(std::abs(ends[0][0] - ends[1][0]), 1e-3);
+  for (const char* optimizer : {"adamw", "sgd", "rmsprop"}) {
+    auto message = error_of([&] {
+      read_trainer_options(trainer_cfg(std::string("optimizer = ") + optimizer +
+                                       "\nadam_epsilon_placement = tensorflow"));
+    });
+    EXPECT_NE(message.find("adam_epsilon_placement: tensorflow applies only to optimizer = adam "
+                           "(optimizer is " + std::string(optimizer) + ")"),
+              std::string::npos)
+        << message;
+  }
+  auto message = error_of([&] { read_trainer_options(trainer_cfg("adam_epsilon_placement = tf")); });
+  EXPECT_NE(message.find("adam_epsilon_placement"), std::string::npos) << message;
+}
+
+TEST(TrainerKeys, AccStepsIsUpdatePerTaskAndValidatePerTaskEachAlsoOnItsOwn) {
+  auto read = [](const std::string& keys) { return read_trainer_options(trainer_cfg(keys)).optimizer; };
+  auto neither = read("");
+  EXPECT_FALSE(neither.update_per_task);
+  EXPECT_FALSE(neither.validate_per_task);
+  auto both = read("acc_steps = True");
+  EXPECT_TRUE(both.update_per_task);
+  EXPECT_TRUE(both.validate_per_task);
+  auto updates = read("update_per_task = True");
+  EXPECT_TRUE(updates.update_per_task);
+  EXPECT_FALSE(updates.validate_per_task);
+  auto tracks = read("validate_per_task = True");
+  EXPECT_FALSE(tracks.update_per_task);
+  EXPECT_TRUE(tracks.validate_per_task);
+  EXPECT_TRUE(read("acc_steps = True\nupdate_per_task = True").validate_per_task);
+  // acc_steps = True with one half switched off is a contradiction, not silently one of them.
+  auto message = error_of([&] { read("acc_steps = True\nvalidate_per_task = False"); });
+  EXPECT_NE(message.find("validate_per_task: is False but acc_steps = True sets it"),
+            std::string::npos)
+      << message;
+}
+
+TEST(TrainerKeys, NumbatchesToAggregateZeroIsOneMinibatchPerUpdate) {
+  auto options = read_trainer_options(ConfigFile::parse(
+      "[trainer]\ntasks = task\nsegment_lengths = 100 full\nbatch_size = 4 2\n"
+      "numbatches_to_aggregate = 0 3\ninitial_learning_rate = 1e-3 1e-3\n",
+      "trainer.cfg"));
+  EXPECT_EQ(options.stage(0).numbatches_to_aggregate, 1);
+  EXPECT_EQ(options.stage(1).numbatches_to_aggregate, 3);
+  // Said where a user looks: the key's help and docs/trainer.md.
+  bool helped = false;
+  for (const auto& doc : describe_options<TrainerOptions>())
+    if (doc.key == "numbatches_to_aggregate")
+      helped = doc.help.find("0 = 1, one minibatch per update") != std::string::npos;
+  EXPECT_TRUE(helped);
+  EXPECT_NE(read_text(fs::path(NABU_SOURCE_DIR) / "docs/trainer.md")
+                .find("`numbatches_to_aggregate = 0` is one minibatch per update"),
+            std::string::npos);
+}
+
+TEST_F(TrainingRun, ValidatePerTaskKeepsABestPerTaskAndUpdatePerTaskAloneDoesNot) {
+  // val_sum.json holds each stage's best per task with validate_per_task (acc_steps' tracks),
+  // one number without it, whatever the update does.
+  const std::string common = "--max-steps=2 --set trainer.cfg:trainer:valid_frequency=1";
+  auto tracks = train("exp_tracks", common + " --set trainer.cfg:trainer:validate_per_task=True");
+  ASSERT_EQ(tracks.exit_code, 0) << tracks.output;
+  auto updates = train("exp_updates", common + " --set trainer.cfg:trainer:update_per_task=True");
+  ASSERT_EQ(updates.exit_code, 0) << updates.output;
+  auto per_task = nlohmann::json::parse(read_text(dir_ / "exp_tracks/val_sum.json"));
+  auto total = nlohmann::json::parse(read_text(dir_ / "exp_updates/val_sum.json"));
+  for (const std::string stage : {"100", "full"}) {
+    ASSERT_TRUE(per_task[stage].is_object()) << per_task.dump();
+    EXPECT_TRUE(per_task[stage]["task_2spk"].is_number()) << per_task.dump();
+    EXPECT_TRUE(total[stage].is_number()) << total.dump();
+  }
 }
 
 TEST(ParameterUpdate, FrozenParametersStayBitIdenticalAndHaveNoOptimizerState) {
@@ -457,9 +554,11 @@ TEST(ParameterUpdate, GlobalNormClippingScalesTheSummedGradientToTheNorm) {
 }
 
 TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
-  // acc_steps: one SGD step per task with learning rate x task weight; each task's gradient is
-  // capped at clip_grad_norm before its step (docs/trainer.md).
-  auto cfg = trainer_cfg("optimizer = sgd\nacc_steps = True\nclip_grad_norm = 1");
+  // acc_steps, or update_per_task alone: one SGD step per task with learning rate x task weight;
+  // each task's gradient is capped at clip_grad_norm before its step (docs/trainer.md).
+  for (const char* key : {"acc_steps", "update_per_task"}) {
+  SCOPED_TRACE(key);
+  auto cfg = trainer_cfg(std::string("optimizer = sgd\n") + key + " = True\nclip_grad_norm = 1");
   auto named = tiny_model();
   std::vector<torch::Tensor> a_parameters{named[0].second};
   std::vector<torch::Tensor> b_parameters{named[2].second};
@@ -477,6 +576,7 @@ TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
   EXPECT_NEAR(after[1], before[1] - 1.0 * -0.8, 1e-15);
   EXPECT_NEAR(after[5], before[5] - 0.5 * 0.5, 1e-15);
   for (std::size_t k = 2; k < 5; ++k) EXPECT_EQ(after[k], before[k]);
+  }
 }
 
 TEST(ParameterUpdate, PerTensorNormClippingCapsEachTensorOnItsOwn) {

@@ -1,5 +1,7 @@
 #include "nabu/neuralnetworks/models/model_bank.h"
 
+#include <H5Cpp.h>
+
 #include <sstream>
 
 #include "nabu/core/error.h"
@@ -190,8 +192,44 @@ void write_parameter_file(const std::filesystem::path& path,
   write_file_atomic(path, std::string(bytes.begin(), bytes.end()));
 }
 
+namespace {
+
+// An HDF5 file of named float datasets at its root (tools/convert_tf_checkpoint writes them from
+// the original's TensorFlow checkpoints): each dataset one parameter, its name the parameter's.
+std::map<std::string, torch::Tensor> read_hdf5_parameters(const std::filesystem::path& path) {
+  std::map<std::string, torch::Tensor> tensors;
+  try {
+    H5::Exception::dontPrint();
+    H5::H5File file(path.string(), H5F_ACC_RDONLY);
+    H5::Group root = file.openGroup("/");
+    for (hsize_t i = 0; i < root.getNumObjs(); ++i) {
+      const std::string name = root.getObjnameByIdx(i);
+      if (root.childObjType(name) != H5O_TYPE_DATASET)
+        throw Error("'" + name + "' is not a dataset (parameters are datasets at the root)");
+      H5::DataSet dataset = root.openDataSet(name);
+      if (dataset.getTypeClass() != H5T_FLOAT)
+        throw Error("dataset '" + name + "' does not hold floating-point numbers");
+      H5::DataSpace space = dataset.getSpace();
+      std::vector<hsize_t> dims(static_cast<std::size_t>(space.getSimpleExtentNdims()));
+      space.getSimpleExtentDims(dims.data());
+      std::vector<int64_t> shape(dims.begin(), dims.end());
+      auto tensor = torch::empty(shape, torch::kFloat32);
+      if (tensor.numel() > 0) dataset.read(tensor.data_ptr<float>(), H5::PredType::NATIVE_FLOAT);
+      tensors[name] = tensor;
+    }
+  } catch (const H5::Exception& e) {
+    throw Error(path.string() + ": not a readable HDF5 parameter file: " + e.getDetailMsg());
+  } catch (const Error& e) {
+    throw Error(path.string() + ": not a model parameter file: " + e.what());
+  }
+  return tensors;
+}
+
+}  // namespace
+
 std::map<std::string, torch::Tensor> read_parameter_file(const std::filesystem::path& path) {
   std::string bytes = read_file(path);
+  if (bytes.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) return read_hdf5_parameters(path);
   std::map<std::string, torch::Tensor> tensors;
   try {
     auto value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));

@@ -32,7 +32,9 @@ struct ParameterLoadReport {
 };
 
 // A model parameter file: every parameter by name, a dict of tensors that torch::pickle_load
-// and Python's torch.load read. Written atomically; reading names the file in errors.
+// and Python's torch.load read. Written atomically; reading names the file in errors. Reading
+// also takes an HDF5 file of float datasets named as the parameters, at its root (what
+// tools/convert_tf_checkpoint makes of the original's TensorFlow checkpoints).
 void write_parameter_file(const std::filesystem::path& path,
                           const std::map<std::string, torch::Tensor>& parameters);
 std::map<std::string, torch::Tensor> read_parameter_file(const std::filesystem::path& path);

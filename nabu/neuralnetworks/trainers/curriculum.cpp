@@ -112,7 +112,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     StageResult result = trainer->run();
     summary.stages.push_back(result.outcome);
     if (result.validated) {
-      if (options.optimizer.acc_steps) {
+      if (options.optimizer.validate_per_task) {
         nlohmann::json per_task;
         for (const auto& [task, value] : result.best_per_task)
           per_task[task] = std::round(value * 1e5) / 1e5;

@@ -250,20 +250,29 @@ bool MultiTaskTrainer::validate() {
   outcome.record["seconds"] = seconds;
   progress_->validation(outcome.record, fmt::format("{} in {:.1f} s", outcome.text, seconds));
   progress_->audio(state_.step, outcome.audio);
-  if (options_.profiling.log_norms && progress_->enabled()) {
-    // The distribution of every parameter tensor, as TensorBoard histograms.
-    std::vector<std::pair<std::string, std::vector<double>>> values;
-    for (const auto& [name, tensor] : bank_->named_parameters()) {
-      auto flat = tensor.detach().to(torch::kCPU, torch::kFloat64).contiguous().view(-1);
-      values.emplace_back("parameters/" + name,
-                          std::vector<double>(flat.data_ptr<double>(),
-                                              flat.data_ptr<double>() + flat.numel()));
-    }
-    progress_->histograms(state_.step, values);
-  }
+  // log_norms: a histogram at every validation, unless histogram_steps wrote this step's.
+  const int every = options_.profiling.histogram_steps;
+  if (options_.profiling.log_norms && !(every > 0 && state_.step > 0 && state_.step % every == 0))
+    write_histograms();
   if (!follow(outcome.decision, outcome.total)) return false;
   pending_validation_seconds_ += seconds_since(start);
   return true;
+}
+
+void MultiTaskTrainer::write_histograms() {
+  if (!progress_->enabled()) return;
+  auto start = Clock::now();
+  // The distribution of every parameter tensor, as TensorBoard histograms.
+  std::vector<std::pair<std::string, std::vector<double>>> values;
+  for (const auto& [name, tensor] : bank_->named_parameters()) {
+    auto flat = tensor.detach().to(torch::kCPU, torch::kFloat64).contiguous().view(-1);
+    values.emplace_back("parameters/" + name,
+                        std::vector<double>(flat.data_ptr<double>(),
+                                            flat.data_ptr<double>() + flat.numel()));
+  }
+  progress_->histograms(state_.step, values);
+  spdlog::debug("[{}] histograms of {} parameter tensor(s) at step {} in {:.4f} s",
+                stage_.segment_length, values.size(), state_.step, seconds_since(start));
 }
 
 bool MultiTaskTrainer::follow(const ValidationDecision& decision, double total) {
@@ -409,6 +418,8 @@ void MultiTaskTrainer::after_update() {
   report.extra["phases"] = last_phases_.to_json();
   if (options_.profiling.log_norms) report.extra["norms"] = model_norms();
   progress_->step(report, schedule_->log_progress_now(state_));
+  const int every = options_.profiling.histogram_steps;
+  if (every > 0 && state_.step % every == 0) write_histograms();
   if (schedule_->checkpoint_now(state_)) checkpointer_->write_latest(state_, snapshot_now(false));
 }
 

@@ -63,6 +63,8 @@ class MultiTaskTrainer : public StageTrainer {
   void all_reduce_sums();
   // Validates and follows the decision; returns false when training must stop.
   bool validate();
+  // Every parameter's TensorBoard histogram at this step (histogram_steps, log_norms).
+  void write_histograms();
   // The decision of a validation: halve, keep the validated state, stop, go back.
   bool follow(const ValidationDecision& decision, double total);
   void go_back(bool halve_lr);

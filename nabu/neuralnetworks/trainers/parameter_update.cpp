@@ -83,8 +83,14 @@ torch::Tensor MultiTensorAdam::step(LossClosure closure) {
         for (std::size_t i = 0; i < lists.maxima.size(); ++i)
           torch::max_out(lists.maxima[i], lists.squares[i], lists.maxima[i]);
       auto denominators = at::_foreach_sqrt(options.amsgrad() ? lists.maxima : lists.squares);
-      at::_foreach_div_(denominators, std::sqrt(correction2));
-      at::_foreach_add_(denominators, options.eps());
+      if (tensorflow_epsilon_) {
+        // sqrt(v) + eps, then the correction: lr sqrt(c2) / c1 * m / (sqrt(v) + eps), as TF.
+        at::_foreach_add_(denominators, options.eps());
+        at::_foreach_div_(denominators, std::sqrt(correction2));
+      } else {
+        at::_foreach_div_(denominators, std::sqrt(correction2));
+        at::_foreach_add_(denominators, options.eps());
+      }
       at::_foreach_addcdiv_(lists.parameters, lists.averages, denominators,
                             -options.lr() / correction1);
     }
@@ -134,12 +140,15 @@ std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
                                                             .eps(options.rmsprop_epsilon)
                                                             .momentum(options.momentum)
                                                             .weight_decay(options.weight_decay));
-  // The original's TF Adam defaults: beta1 0.9, beta2 0.999, epsilon 1e-8.
-  return std::make_unique<MultiTensorAdam>(parameters, optim::AdamOptions(learning_rate)
-                                                       .betas({options.adam_beta1,
-                                                               options.adam_beta2})
-                                                       .eps(options.adam_epsilon)
-                                                       .weight_decay(options.weight_decay));
+  // TF Adam's defaults (beta1 0.9, beta2 0.999, epsilon 1e-8); epsilon where LibTorch adds it
+  // unless adam_epsilon_placement = tensorflow.
+  auto adam = std::make_unique<MultiTensorAdam>(parameters, optim::AdamOptions(learning_rate)
+                                                                .betas({options.adam_beta1,
+                                                                        options.adam_beta2})
+                                                                .eps(options.adam_epsilon)
+                                                                .weight_decay(options.weight_decay));
+  adam->set_tensorflow_epsilon(options.adam_epsilon_placement == "tensorflow");
+  return adam;
 }
 
 namespace {
@@ -242,12 +251,12 @@ void ParameterUpdate::set_multipliers(
 }
 
 void ParameterUpdate::make_slots(double initial_learning_rate) {
-  if (!options_.acc_steps) {
+  if (!options_.update_per_task) {
     slots_.push_back({make_optimizer(options_, parameters_, initial_learning_rate), -1, 1.0,
                       parameters_, {}});
     return;
   }
-  // acc_steps: one optimizer per task with lr x task_weight; with normalize_weights_acc_steps
+  // update_per_task: one optimizer per task with lr x task_weight; normalize_weights_acc_steps
   // the weight of a parameter is divided by the summed weights of the tasks that use it, and
   // parameters are grouped by that factor (docs/trainer.md).
   std::vector<double> total_weight(parameters_.size(), 0.0);
@@ -373,7 +382,7 @@ void ParameterUpdate::apply(const std::vector<TaskSums>& sums, double learning_r
   if (reports_.print_var_updates)
     for (const auto& parameter : parameters_) before.push_back(parameter.detach().clone());
   std::vector<std::pair<std::size_t, torch::Tensor>> applied;  // (index in parameters_, gradient)
-  if (!options_.acc_steps) {
+  if (!options_.update_per_task) {
     // One update with the sum over tasks of task_weight * gradient.
     Slot& slot = slots_.front();
     std::vector<torch::Tensor> combined(parameters_.size());

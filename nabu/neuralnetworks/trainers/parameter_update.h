@@ -1,7 +1,7 @@
 // The update rule of one training step (docs/trainer.md, "One update"): each task's accumulated
 // gradient is divided by its loss norm, multiplied (gradient_multipliers), clipped element-wise
 // and checked for NaN/Inf; then either one optimizer step with the task-weighted sum (the
-// default), or one step per task and weight group in task order (acc_steps). Which task
+// default), or one step per task and weight group in task order (update_per_task). Which task
 // parameter feeds which optimizer slot is worked out once, at construction.
 #pragma once
 
@@ -28,11 +28,17 @@ std::vector<std::string> frozen_parameter_names(
 // parameter, which on a GPU cost more than the arithmetic for models of a few hundred small
 // tensors (docs/results.md, "GPUs"). Same options, state and
 // checkpoints, and on the CPU the same operations in the same order per parameter: its results
-// are Adam's to the bit (test MultiTensorAdam.MatchesTorchAdamToTheBit).
+// are Adam's to the bit (test MultiTensorAdam.MatchesTorchAdamToTheBit). With
+// set_tensorflow_epsilon(true), epsilon is added to sqrt(v) before the bias correction, as
+// tf.train.AdamOptimizer does (MultiTensorAdam.TensorFlowEpsilonPlacementIsTheFormulaWrittenOut).
 class MultiTensorAdam : public torch::optim::Adam {
  public:
   using torch::optim::Adam::Adam;
   torch::Tensor step(LossClosure closure = nullptr) override;
+  void set_tensorflow_epsilon(bool on) { tensorflow_epsilon_ = on; }
+
+ private:
+  bool tensorflow_epsilon_ = false;
 };
 
 class ParameterUpdate {
@@ -82,10 +88,10 @@ class ParameterUpdate {
     int task = -1;  // -1: the joint optimizer
     double lr_scale = 1.0;
     std::vector<torch::Tensor> parameters;
-    std::vector<std::size_t> task_indices;  // acc_steps: the task gradient of each parameter
+    std::vector<std::size_t> task_indices;  // update_per_task: the task gradient of each parameter
   };
   // Steps of the constructor: parameters_, parameter_names_ and joint_index_ from the `used`
-  // ones of `named`; multipliers_ (gradient_multipliers); slots_ (one optimizer, or acc_steps').
+  // ones of `named`; multipliers_ (gradient_multipliers); slots_ (one optimizer, or one per task and weight group).
   void index_parameters(const std::vector<std::pair<std::string, torch::Tensor>>& named,
                         const std::vector<bool>& used);
   void set_multipliers(const ConfigSection& trainer_section,

@@ -16,7 +16,7 @@ ValidationPolicyOptions policy_options(const TrainerOptions& options, std::size_
   policy.reset_tries = options.schedule.reset_tries;
   policy.valid_adapt = options.schedule.valid_adapt;
   policy.go_back = options.schedule.go_back;
-  policy.num_tracks = options.optimizer.acc_steps ? static_cast<int>(tasks) : 1;
+  policy.num_tracks = options.optimizer.validate_per_task ? static_cast<int>(tasks) : 1;
   return policy;
 }
 
@@ -49,7 +49,7 @@ std::unique_ptr<StageValidation> StageValidation::build(const Context& context) 
 
 StageValidation::StageValidation(const Context& context, ValidationPolicyOptions policy)
     : segment_length_(context.stage.segment_length),
-      per_task_tracks_(context.options.optimizer.acc_steps),
+      per_task_tracks_(context.options.optimizer.validate_per_task),
       policy_(policy) {}
 
 void StageValidation::add_task(const Context& context, const ConfigFile& validation_cfg,

@@ -45,11 +45,11 @@ class StageValidation {
   // nullptr, with one warning line.
   static std::unique_ptr<StageValidation> build(const Context& context);
 
-  // Fresh tracks, one per validated task with acc_steps, else one for the total.
+  // Fresh tracks, one per validated task with validate_per_task, else one for the total.
   ValidationState initial_state() const { return policy_.initial_state(); }
   // Evaluates and decides at state.step; state.validation follows the decision's policy.
   Outcome run(StageState& state, Communicator& communicator);
-  // The best validation value (per task with acc_steps) for the stage's result.
+  // The best validation value (per task with validate_per_task) for the stage's result.
   void report_best(const ValidationState& state, StageResult& result) const;
 
  private:
@@ -85,7 +85,7 @@ class StageValidation {
                    const StageState& state, Communicator& communicator);
 
   std::string segment_length_;
-  bool per_task_tracks_ = false;  // acc_steps: one track per task
+  bool per_task_tracks_ = false;  // validate_per_task: one track per task
   ValidationPolicy policy_;
   std::vector<Task> tasks_;
   std::vector<ExtraSet> extra_sets_;

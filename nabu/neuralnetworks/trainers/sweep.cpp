@@ -95,7 +95,7 @@ SweepSummary run_sweep(const SweepOptions& options) {
       summary.rows.push_back(row);
     }
   }
-  // One column per stage (and task in acc_steps mode).
+  // One column per stage (and task with validate_per_task).
   for (const auto& row : summary.rows)
     for (const auto& [stage, value] : row.val_sum.items()) {
       if (!value.is_object()) {

@@ -27,7 +27,7 @@ struct SweepRow {
 
 struct SweepSummary {
   std::vector<SweepRow> rows;
-  std::vector<std::string> columns;  // stage, or stage/task in acc_steps mode
+  std::vector<std::string> columns;  // stage, or stage/task with validate_per_task
   bool failures = false;
   std::string table_text() const;    // for the console
   std::string csv() const;

@@ -52,7 +52,9 @@ void TrainerOptions::declare(OptionsReader& r) {
            "how the task losses make the trained loss and the validation total: sum = the "
            "task_weights-weighted sum (Nabu-MSSS), mean = the same divided by the summed weights "
            "(the older single-loss trainer's unweighted mean over tasks)");
-  r("init_file", init_file, "model file to initialise the first stage from (partial load)");
+  r("init_file", init_file,
+    "model file to initialise the first stage from (partial load): a model.pt, or an HDF5 "
+    "file of parameters (tools/convert_tf_checkpoint makes one of an original checkpoint)");
 
   // Rules across groups: the per-stage lists have one value per segment length.
   r.require(!tasks.empty(), "tasks", "lists no tasks");
@@ -190,6 +192,11 @@ void OptimizerOptions::declare(OptionsReader& r) {
   r("adam_beta1", adam_beta1, "adam/adamw: decay of the first moment");
   r("adam_beta2", adam_beta2, "adam/adamw: decay of the second moment");
   r("adam_epsilon", adam_epsilon, "adam/adamw: added to the root of the second moment");
+  r.choice("adam_epsilon_placement", adam_epsilon_placement, {"libtorch", "tensorflow"},
+           "adam: libtorch adds adam_epsilon to the bias-corrected root sqrt(v/(1-beta2^t)) (the "
+           "Adam paper, LibTorch, PyTorch); tensorflow adds it to sqrt(v) before the correction, "
+           "as tf.train.AdamOptimizer in the original (the same as libtorch with epsilon x "
+           "sqrt(1-beta2^t): larger steps while v is small, in the first ~1/(1-beta2) updates)");
   r("momentum", momentum, "sgd/rmsprop: momentum (0 = none)");
   r("weight_decay", weight_decay,
     "L2 penalty added to the gradient (adam, sgd, rmsprop) or decoupled decay (adamw)");
@@ -205,13 +212,18 @@ void OptimizerOptions::declare(OptionsReader& r) {
     "instead of the global norm of all of them");
   r("normalize_gradients", normalize_gradients, "divide gradients by the task's loss norm");
   r("acc_steps", acc_steps,
-    "two things, as in the original: one optimizer step per task, applied in task order "
-    "(learning rate x task weight), and validation with one track per validated task (each "
-    "task's own loss decides improvement, halving and stopping; the stage keeps the best of "
-    "each) instead of one track for the weighted total");
+    "the original's switch for two things, each also a key of its own: update_per_task and "
+    "validate_per_task (True sets both)");
+  r("update_per_task", update_per_task,
+    "one optimizer step per task, applied in task order with learning rate x task weight (the "
+    "original's acc_steps), instead of one step with the weighted sum of the task gradients");
+  r("validate_per_task", validate_per_task,
+    "one validation track per validated task (each task's own loss decides improvement, "
+    "halving and stopping; the stage keeps the best of each; the original's acc_steps) instead "
+    "of one track for the weighted total");
   r("normalize_weights_acc_steps", normalize_weights_acc_steps,
-    "with acc_steps: divide each task's weight by the summed weights of the tasks sharing a "
-    "parameter");
+    "with update_per_task: divide each task's weight by the summed weights of the tasks "
+    "sharing a parameter");
   r("freeze_parameters", freeze_parameters,
     "space-separated regular expressions over parameter names (<model>.<parameter>, as nabu "
     "list and the model files name them; a pattern matches anywhere unless anchored with ^ $): "
@@ -225,6 +237,17 @@ void OptimizerOptions::declare(OptionsReader& r) {
   r.require(adam_beta1 >= 0 && adam_beta1 < 1, "adam_beta1", "must lie in [0, 1)");
   r.require(adam_beta2 >= 0 && adam_beta2 < 1, "adam_beta2", "must lie in [0, 1)");
   r.require(adam_epsilon > 0, "adam_epsilon", "must be positive");
+  r.require(adam_epsilon_placement == "libtorch" || optimizer == "adam", "adam_epsilon_placement",
+            "tensorflow applies only to optimizer = adam (optimizer is " + optimizer + ")");
+  // acc_steps = True is the original's name for both; a contradicting key is not ignored.
+  const ConfigSection* section = r.section();
+  for (const auto& [key, value] : {std::pair<std::string, bool*>{"update_per_task", &update_per_task},
+                                   {"validate_per_task", &validate_per_task}}) {
+    r.require(!acc_steps || *value || !section || !section->has(key), key,
+              "is False but acc_steps = True sets it (acc_steps means update_per_task and "
+              "validate_per_task; leave acc_steps out and set the one wanted)");
+    if (acc_steps) *value = true;
+  }
   r.require(momentum >= 0, "momentum", "must not be negative");
   r.require(weight_decay >= 0, "weight_decay", "must not be negative");
   r.require(rmsprop_decay >= 0 && rmsprop_decay < 1, "rmsprop_decay", "must lie in [0, 1)");
@@ -249,7 +272,8 @@ namespace {
 void declare_data_batching(OptionsReader& r, DataOptions& d) {
   r("batch_size", d.batch_size, "per segment length: examples per minibatch");
   r("numbatches_to_aggregate", d.numbatches_to_aggregate,
-    "per segment length: minibatches accumulated per update");
+    "per segment length: minibatches accumulated per update (0 = 1, one minibatch per update, "
+    "as the original counts it)");
   r("numbuckets", d.numbuckets, "length buckets for batching (1 = none)");
   r("shuffle", d.shuffle, "shuffle the examples every epoch (new; False = the original's order)");
   r("prefetch", d.prefetch, "batches prepared ahead by the background loader");
@@ -388,6 +412,10 @@ void ProfilingOptions::declare(OptionsReader& r) {
   r("log_norms", log_norms,
     "per-model parameter and applied-gradient norms in metrics.jsonl, plotted by "
     "tools/plot_metrics (new)");
+  r("histogram_steps", histogram_steps,
+    "every N updates, the distribution of every parameter tensor as a TensorBoard histogram "
+    "(parameters/<model>.<parameter>; 0 = none, as the original since 2020; its 2017-2020 "
+    "versions wrote them with every summary; log_norms adds one at each validation)");
   r("print_var_updates", print_var_updates,
     "after every update, the log's lines of the original: the mean absolute change of each "
     "trained tensor x 1e4, and their mean");
@@ -395,6 +423,7 @@ void ProfilingOptions::declare(OptionsReader& r) {
     "after every update, the log's lines of the original: min, max, mean and standard deviation "
     "of the absolute applied gradient, over all trained tensors and per tensor");
 
+  r.require(histogram_steps >= 0, "histogram_steps", "must not be negative (0 = none)");
   try {
     parse_profile_steps(profile_steps);
   } catch (const std::invalid_argument& e) {

@@ -72,6 +72,10 @@ struct LearningRateOptions {
 struct OptimizerOptions {
   std::string optimizer = "adam";
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
+  // Where adam adds epsilon: "libtorch" to the bias-corrected root sqrt(v / (1 - beta2^t)) (the
+  // Adam paper, LibTorch, PyTorch), "tensorflow" to sqrt(v) before the correction
+  // (tf.train.AdamOptimizer, which the original uses); docs/trainer.md, "One update".
+  std::string adam_epsilon_placement = "libtorch";
   double momentum = 0.0;
   double weight_decay = 0.0;
   double rmsprop_decay = 0.9, rmsprop_epsilon = 1e-10;
@@ -83,9 +87,12 @@ struct OptimizerOptions {
   bool clip_grad_value_per_minibatch = false;
   bool clip_grad_norm_per_tensor = false;
   bool normalize_gradients = true;
-  // Two meanings, as in the original: one optimizer step per task (ParameterUpdate), and one
-  // validation track per validated task (StageValidation); the key's help says both.
+  // The original's acc_steps means both of the two below; each can be chosen on its own: one
+  // optimizer step per task (ParameterUpdate), one validation track per validated task
+  // (StageValidation). Read after declare: acc_steps = True has set both.
   bool acc_steps = false;
+  bool update_per_task = false;
+  bool validate_per_task = false;
   bool normalize_weights_acc_steps = false;
   std::vector<std::string> freeze_parameters;     // regular expressions over parameter names
   std::vector<std::string> gradient_multipliers;  // "regex:factor"
@@ -115,6 +122,7 @@ struct DataOptions {
 struct ProfilingOptions {
   std::string profile_steps;  // "A-B", updates to trace and tabulate
   bool log_norms = false;     // per-model parameter and gradient norms in metrics
+  int histogram_steps = 0;    // every parameter's TensorBoard histogram every N updates (0: none)
   // The original's debug lines, one per trained tensor after every update: the mean absolute
   // step x 1e4 (print_var_updates) and |gradient| statistics (print_grads_stats).
   bool print_var_updates = false;

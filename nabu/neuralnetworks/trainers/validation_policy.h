@@ -1,7 +1,7 @@
 // The validation rules of the original MultiTaskTrainer (docs/trainer.md, "Validation"), as a
 // small pure state machine: (validation losses, state) -> decision. When a validation is due is
 // the StageSchedule's.
-// One track per validation task in acc_steps mode, else one track for the weighted total.
+// One track per validation task with validate_per_task, else one track for the weighted total.
 #pragma once
 
 #include <cstdint>
