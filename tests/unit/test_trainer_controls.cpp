@@ -333,12 +333,15 @@ TEST(ParameterUpdate, AdamEpsilonPlacementMovesTheFirstUpdatesAndOnlyAdamTakesIt
               std::string::npos)
         << message;
   }
-  auto message = error_of([&] { read_trainer_options(trainer_cfg("adam_epsilon_placement = tf")); });
+  auto message =
+      error_of([&] { read_trainer_options(trainer_cfg("adam_epsilon_placement = tf")); });
   EXPECT_NE(message.find("adam_epsilon_placement"), std::string::npos) << message;
 }
 
 TEST(TrainerKeys, AccStepsIsUpdatePerTaskAndValidatePerTaskEachAlsoOnItsOwn) {
-  auto read = [](const std::string& keys) { return read_trainer_options(trainer_cfg(keys)).optimizer; };
+  auto read = [](const std::string& keys) {
+    return read_trainer_options(trainer_cfg(keys)).optimizer;
+  };
   auto neither = read("");
   EXPECT_FALSE(neither.update_per_task);
   EXPECT_FALSE(neither.validate_per_task);
@@ -557,25 +560,24 @@ TEST(ParameterUpdate, WithAccStepsEachTaskGradientIsClippedToTheNormOnItsOwn) {
   // acc_steps, or update_per_task alone: one SGD step per task with learning rate x task weight;
   // each task's gradient is capped at clip_grad_norm before its step (docs/trainer.md).
   for (const char* key : {"acc_steps", "update_per_task"}) {
-  SCOPED_TRACE(key);
-  auto cfg = trainer_cfg(std::string("optimizer = sgd\n") + key + " = True\nclip_grad_norm = 1");
-  auto named = tiny_model();
-  std::vector<torch::Tensor> a_parameters{named[0].second};
-  std::vector<torch::Tensor> b_parameters{named[2].second};
-  ParameterUpdate update(read_trainer_options(cfg).optimizer,
-                           read_trainer_options(cfg).profiling,
-                           cfg.section("trainer"), 0.5, named,
-                         {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
-  std::vector<torch::Tensor> a_gradients = {torch::tensor({3.0, -4.0}, torch::kFloat64)};
-  std::vector<torch::Tensor> b_gradients = {torch::tensor({0.5}, torch::kFloat64)};
-  auto before = values_of(tensors_of(named));
-  update.apply({{1.0, 1.0, &a_gradients}, {1.0, 1.0, &b_gradients}}, 0.5, 0, "test");
-  auto after = values_of(tensors_of(named));
-  // Task a: norm 5 -> (0.6, -0.8), learning rate 0.5 x 2. Task b: norm 0.5 < 1, unchanged.
-  EXPECT_NEAR(after[0], before[0] - 1.0 * 0.6, 1e-15);
-  EXPECT_NEAR(after[1], before[1] - 1.0 * -0.8, 1e-15);
-  EXPECT_NEAR(after[5], before[5] - 0.5 * 0.5, 1e-15);
-  for (std::size_t k = 2; k < 5; ++k) EXPECT_EQ(after[k], before[k]);
+    SCOPED_TRACE(key);
+    auto cfg = trainer_cfg(std::string("optimizer = sgd\n") + key + " = True\nclip_grad_norm = 1");
+    auto named = tiny_model();
+    std::vector<torch::Tensor> a_parameters{named[0].second};
+    std::vector<torch::Tensor> b_parameters{named[2].second};
+    ParameterUpdate update(read_trainer_options(cfg).optimizer,
+                           read_trainer_options(cfg).profiling, cfg.section("trainer"), 0.5,
+                           named, {{"a", 2.0, a_parameters}, {"b", 1.0, b_parameters}});
+    std::vector<torch::Tensor> a_gradients = {torch::tensor({3.0, -4.0}, torch::kFloat64)};
+    std::vector<torch::Tensor> b_gradients = {torch::tensor({0.5}, torch::kFloat64)};
+    auto before = values_of(tensors_of(named));
+    update.apply({{1.0, 1.0, &a_gradients}, {1.0, 1.0, &b_gradients}}, 0.5, 0, "test");
+    auto after = values_of(tensors_of(named));
+    // Task a: norm 5 -> (0.6, -0.8), learning rate 0.5 x 2. Task b: norm 0.5 < 1, unchanged.
+    EXPECT_NEAR(after[0], before[0] - 1.0 * 0.6, 1e-15);
+    EXPECT_NEAR(after[1], before[1] - 1.0 * -0.8, 1e-15);
+    EXPECT_NEAR(after[5], before[5] - 0.5 * 0.5, 1e-15);
+    for (std::size_t k = 2; k < 5; ++k) EXPECT_EQ(after[k], before[k]);
   }
 }
 

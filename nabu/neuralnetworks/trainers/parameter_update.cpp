@@ -142,11 +142,11 @@ std::unique_ptr<torch::optim::Optimizer> ParameterUpdate::make_optimizer(
                                                             .weight_decay(options.weight_decay));
   // TF Adam's defaults (beta1 0.9, beta2 0.999, epsilon 1e-8); epsilon where LibTorch adds it
   // unless adam_epsilon_placement = tensorflow.
-  auto adam = std::make_unique<MultiTensorAdam>(parameters, optim::AdamOptions(learning_rate)
-                                                                .betas({options.adam_beta1,
-                                                                        options.adam_beta2})
-                                                                .eps(options.adam_epsilon)
-                                                                .weight_decay(options.weight_decay));
+  auto adam_options = optim::AdamOptions(learning_rate)
+                          .betas({options.adam_beta1, options.adam_beta2})
+                          .eps(options.adam_epsilon)
+                          .weight_decay(options.weight_decay);
+  auto adam = std::make_unique<MultiTensorAdam>(parameters, adam_options);
   adam->set_tensorflow_epsilon(options.adam_epsilon_placement == "tensorflow");
   return adam;
 }

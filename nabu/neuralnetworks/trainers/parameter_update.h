@@ -91,7 +91,8 @@ class ParameterUpdate {
     std::vector<std::size_t> task_indices;  // update_per_task: the task gradient of each parameter
   };
   // Steps of the constructor: parameters_, parameter_names_ and joint_index_ from the `used`
-  // ones of `named`; multipliers_ (gradient_multipliers); slots_ (one optimizer, or one per task and weight group).
+  // ones of `named`; multipliers_ (gradient_multipliers); slots_ (one optimizer, or one per
+  // task and weight group).
   void index_parameters(const std::vector<std::pair<std::string, torch::Tensor>>& named,
                         const std::vector<bool>& used);
   void set_multipliers(const ConfigSection& trainer_section,
