@@ -36,12 +36,6 @@ std::string speaker_key(std::size_t files, std::size_t list, const std::string& 
   return files == 1 ? name : std::to_string(list) + "/" + name;
 }
 
-std::vector<double> values_of(const torch::Tensor& x) {
-  auto contiguous = x.to(torch::kFloat64).contiguous();
-  return std::vector<double>(contiguous.data_ptr<double>(),
-                             contiguous.data_ptr<double>() + contiguous.numel());
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -147,6 +141,15 @@ void SourcePool::index() {
     by_speaker_[it->second].push_back(i);
     speaker_of_source_.push_back(it->second);
   }
+}
+
+std::size_t SourcePool::another_utterance(std::mt19937_64& rng, std::size_t source) const {
+  const auto& utterances = by_speaker_[speaker_of_source_[source]];
+  if (utterances.size() < 2) return source;
+  // One of the speaker's other utterances, uniformly.
+  std::size_t pick = below(rng, utterances.size() - 1);
+  if (utterances[pick] == source) pick = utterances.size() - 1;
+  return utterances[pick];
 }
 
 int64_t SourcePool::num_speakers_of_list(std::size_t list) const {
@@ -279,15 +282,6 @@ MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
   for (const auto& source : scaled) mixed.sources.push_back(torch::round(source * factor));
   mixed.mixture = torch::stack(mixed.sources).sum(0);
   return mixed;
-}
-
-torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t length) {
-  Resampler resampler(1000.0 * speed, 1000.0);
-  auto output = resampler.process(values_of(samples));
-  auto tail = resampler.flush();
-  output.insert(output.end(), tail.begin(), tail.end());
-  output.resize(static_cast<std::size_t>(length), 0.0);
-  return torch::tensor(output, torch::kFloat64);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -427,6 +421,7 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
   Draw d;
   d.sources = pool_->draw(rng, num_sources_, options_.shares,
                           {options_.near_pitch, options_.near_semitones});
+  if (options_.virtual_voices.any()) draw_voices(rng, d);
   // As the corpus: s1 at +g, s2 at -g, further sources at their own g; |g| <= range / 2.
   double half = options_.level_range / 2.0;
   double g = uniform(rng, -half, half);
@@ -435,10 +430,13 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
   for (auto s : d.sources) d.samples.push_back(pool_->sources()[s].samples);
   if (options_.speed_range > 0) {
     // Drawn after everything else, so a run without it sees the same mixtures.
-    for (std::size_t k = 0; k < d.sources.size(); ++k) {
+    for (std::size_t k = 0; k < d.sources.size(); ++k)
       d.speeds.push_back(uniform(rng, 1.0 - options_.speed_range, 1.0 + options_.speed_range));
-      d.samples[k] = static_cast<int64_t>(std::floor(d.samples[k] / d.speeds[k]));
-    }
+  }
+  for (std::size_t k = 0; k < d.sources.size(); ++k) {
+    // A source played faster (its speed, its voice's pitch) is shorter.
+    double rate = (d.speeds.empty() ? 1.0 : d.speeds[k]) * (d.voices.empty() ? 1.0 : d.voices[k].pitch);
+    if (rate != 1.0) d.samples[k] = static_cast<int64_t>(std::floor(d.samples[k] / rate));
   }
   int64_t samples = *std::min_element(d.samples.begin(), d.samples.end());
   d.frames = predicted_frames(samples);
@@ -474,6 +472,28 @@ DynamicMixtureSet::Draw DynamicMixtureSet::draw(int64_t epoch, int64_t index) co
   return d;
 }
 
+void DynamicMixtureSet::draw_voices(std::mt19937_64& rng, Draw& d) const {
+  // Drawn only when asked for, right after the sources (a twin replaces one), so that a run
+  // without virtual voices draws what it drew before they existed.
+  const VirtualVoiceOptions& v = options_.virtual_voices;
+  const bool twin = uniform(rng, 0.0, 1.0) < v.twins;
+  for (std::size_t k = 0; k < d.sources.size(); ++k) {
+    const bool is_virtual = uniform(rng, 0.0, 1.0) < v.share;
+    const int number = 1 + static_cast<int>(below(rng, static_cast<std::size_t>(v.voices)));
+    d.voice_numbers.push_back(is_virtual ? number : 0);
+  }
+  if (twin && d.sources.size() > 1) {
+    // One of the two is the recorded voice, so the twins differ by at least half of each range.
+    d.sources[1] = pool_->another_utterance(rng, d.sources[0]);
+    d.voice_numbers[1] =
+        d.voice_numbers[0] == 0 ? 1 + static_cast<int>(below(rng, static_cast<std::size_t>(v.voices)))
+                                : 0;
+  }
+  for (std::size_t k = 0; k < d.sources.size(); ++k)
+    d.voices.push_back(virtual_voice(pool_->sources()[d.sources[k]].speaker, d.voice_numbers[k],
+                                     v.pitch_semitones, v.formant_semitones));
+}
+
 std::vector<int64_t> DynamicMixtureSet::lengths(int64_t epoch) const {
   std::vector<int64_t> out;
   out.reserve(size());
@@ -485,7 +505,10 @@ MixedSignals DynamicMixtureSet::signals(const Draw& d) const {
   std::vector<torch::Tensor> sources;
   for (std::size_t k = 0; k < d.sources.size(); ++k) {
     auto samples = read_audio(pool_->sources()[d.sources[k]].path).samples;
-    if (!d.speeds.empty()) samples = change_speed(samples, d.speeds[k], d.samples[k]);
+    const double speed = d.speeds.empty() ? 1.0 : d.speeds[k];
+    const VoiceChange voice = d.voices.empty() ? VoiceChange{} : d.voices[k];
+    if (speed != 1.0 || !voice.is_identity())
+      samples = change_voice(samples, voice, speed, pool_->sample_rate(), d.samples[k]);
     if (!d.channels.empty()) samples = apply_channel(samples, d.channels[k], pool_->sample_rate());
     sources.push_back(samples);
   }
@@ -518,7 +541,11 @@ Batch DynamicMixtureSet::load(int64_t epoch, const std::vector<int64_t>& indices
   for (auto index : indices) {
     Draw d = draw(epoch, index);
     std::string name = "dm" + std::to_string(epoch) + "_" + std::to_string(index);
-    for (auto s : d.sources) name += "_" + pool_->sources()[s].name;
+    for (std::size_t k = 0; k < d.sources.size(); ++k) {
+      name += "_" + pool_->sources()[d.sources[k]].name;
+      if (!d.voice_numbers.empty() && d.voice_numbers[k] > 0)
+        name += "@v" + std::to_string(d.voice_numbers[k]);
+    }
     try {
       MixedSignals mixed = signals(d);
       ExampleTensors tensors;

@@ -22,6 +22,7 @@
 #include "nabu/processing/data_list.h"
 #include "nabu/processing/section_reader.h"
 #include "nabu/processing/signal.h"
+#include "nabu/processing/voice_change.h"
 
 namespace nabu {
 
@@ -62,6 +63,8 @@ class SourcePool {
   // Speakers whose utterances come from list `list`.
   int64_t num_speakers_of_list(std::size_t list) const;
   bool has_pitch() const { return !speaker_f0_.empty(); }
+  // Another utterance of the speaker of source `source` (itself when the speaker has one).
+  std::size_t another_utterance(std::mt19937_64& rng, std::size_t source) const;
 
   // `count` sources of `count` different speakers, then one of each one's utterances. Without
   // `shares` the speakers are drawn uniformly from all lists; with one share per list, each
@@ -104,11 +107,6 @@ struct MixedSignals {
 MixedSignals mix_sources(const std::vector<torch::Tensor>& sources,
                          const std::vector<double>& gains_db, int sample_rate);
 
-// Speed perturbation as sox's `speed`: the signal played `speed` times faster (tempo, pitch and
-// formants together), by resampling with libsoxr; exactly `length` samples (about N / speed; the
-// resampler's total may differ from that by a sample).
-torch::Tensor change_speed(const torch::Tensor& samples, double speed, int64_t length);
-
 class DynamicMixtureSet : public ExampleSource {
  public:
   // One database section per input and target; each section's processor takes the mixture or
@@ -133,6 +131,8 @@ class DynamicMixtureSet : public ExampleSource {
     std::vector<double> speeds;               // empty: no speed perturbation
     std::vector<int64_t> samples;             // of each source after its speed change
     std::vector<Channel> channels;            // empty: no channel augmentation
+    std::vector<int> voice_numbers;           // empty: no virtual voices; 0: the recording
+    std::vector<VoiceChange> voices;          // of each source, by its voice number
     int64_t frames = 0;       // frames of the whole mixture (first input), predicted
     int64_t first_frame = 0;  // start of the crop
     int64_t length = 0;       // frames kept
@@ -167,6 +167,8 @@ class DynamicMixtureSet : public ExampleSource {
   void set_framings();
   void check_example_options();  // segment length and examples per epoch
   int64_t predicted_frames(int64_t samples) const;
+  // Each source's voice, and a twin (docs/dynamic_mixing.md, "Virtual speakers").
+  void draw_voices(std::mt19937_64& rng, Draw& d) const;
   Crop crop(const Binding& binding, const Draw& d, int64_t samples) const;
 
   DynamicMixingOptions options_;

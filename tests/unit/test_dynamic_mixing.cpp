@@ -703,6 +703,103 @@ TEST(DynamicMixing, SpeedPerturbationChangesTempoAndPitchTogether) {
   EXPECT_TRUE(plain.draw(0, 0).speeds.empty());
 }
 
+// Virtual speakers: each source in its speaker's recorded voice or one of its virtual voices (a
+// share of them), each voice the same in every draw, the source shorter by its pitch factor; a
+// twin is another utterance of the first source's speaker in the other kind of voice; the
+// configuration rules name their keys.
+TEST(DynamicMixing, VirtualVoicesAreFixedPerSpeakerAndTwinsShareASpeaker) {
+  MixingRecipe data;
+  Recipe recipe = data.recipe();
+  auto options = data.options();
+  options.virtual_voices = {3, 4.0, 3.0, 0.5, 0.0};
+  options.examples_per_epoch = 200;
+  DynamicMixtureSet voiced(recipe, data.inputs(), data.targets(), options, "t");
+  auto speaker_of = [&](std::size_t source) { return voiced.pool().sources()[source].speaker; };
+  int virtual_sources = 0, sources = 0;
+  for (int64_t index = 0; index < 200; ++index) {
+    auto d = voiced.draw(0, index);
+    ASSERT_EQ(d.voice_numbers.size(), 2u);
+    ASSERT_EQ(d.voices.size(), 2u);
+    EXPECT_NE(speaker_of(d.sources[0]), speaker_of(d.sources[1]));
+    for (std::size_t k = 0; k < 2; ++k) {
+      EXPECT_GE(d.voice_numbers[k], 0);
+      EXPECT_LE(d.voice_numbers[k], 3);
+      auto expected = virtual_voice(speaker_of(d.sources[k]), d.voice_numbers[k], 4.0, 3.0);
+      EXPECT_EQ(d.voices[k].pitch, expected.pitch);
+      EXPECT_EQ(d.voices[k].formant, expected.formant);
+      const int64_t recorded = voiced.pool().sources()[d.sources[k]].samples;
+      EXPECT_EQ(d.samples[k], d.voice_numbers[k] == 0
+                                  ? recorded
+                                  : static_cast<int64_t>(std::floor(recorded / expected.pitch)));
+      virtual_sources += d.voice_numbers[k] > 0;
+      ++sources;
+    }
+    if (index < 4) {
+      auto mixed = voiced.signals(d);
+      EXPECT_EQ(mixed.mixture.size(0), std::min(d.samples[0], d.samples[1]));
+      EXPECT_EQ(voiced.load(0, {index}).data.at("features").size(1), d.frames);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(virtual_sources) / sources, 0.5, 0.07);
+  // A voice's name in the example says which voice it is.
+  for (int64_t index = 0; index < 20; ++index) {
+    auto d = voiced.draw(0, index);
+    if (d.voice_numbers[0] == 0) continue;
+    auto name = voiced.load(0, {index}).names.front();
+    EXPECT_NE(name.find("@v" + std::to_string(d.voice_numbers[0])), std::string::npos) << name;
+    break;
+  }
+
+  options.virtual_voices.twins = 1.0;
+  DynamicMixtureSet twins(recipe, data.inputs(), data.targets(), options, "t");
+  for (int64_t index = 0; index < 50; ++index) {
+    auto d = twins.draw(0, index);
+    EXPECT_EQ(speaker_of(d.sources[0]), speaker_of(d.sources[1]));
+    EXPECT_NE(d.sources[0], d.sources[1]);  // every speaker has three utterances
+    // One of the two is the recording, the other a virtual voice.
+    EXPECT_TRUE((d.voice_numbers[0] == 0) != (d.voice_numbers[1] == 0));
+    EXPECT_GT(std::abs(12 * std::log2(d.voices[0].pitch / d.voices[1].pitch)), 2.0 - 1e-9);
+  }
+  // Without virtual voices, no voice is drawn.
+  DynamicMixtureSet plain(recipe, data.inputs(), data.targets(), data.options(), "t");
+  EXPECT_TRUE(plain.draw(0, 0).voices.empty());
+
+  auto trainer = [](const std::string& keys) {
+    return error_of([&] {
+      read_trainer_options(ConfigFile::parse(
+          "[trainer]\ntasks = t\ndynamic_mixing = True\ndynamic_mixing_sources = a.scp\n" + keys,
+          "trainer.cfg"));
+    });
+  };
+  EXPECT_EQ(trainer("dynamic_mixing_utt2spk = u\ndynamic_mixing_virtual_voices = 4\n"
+                    "dynamic_mixing_virtual_formant = 3\ndynamic_mixing_virtual_twins = 0.3\n"),
+            "");
+  for (auto [keys, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"dynamic_mixing_virtual_voices = 4\n",
+            "dynamic_mixing_virtual_voices: needs dynamic_mixing_virtual_pitch or"},
+           {"dynamic_mixing_virtual_voices = 4\ndynamic_mixing_virtual_pitch = 13\n",
+            "dynamic_mixing_virtual_pitch: must be in [0, 12] semitones"},
+           {"dynamic_mixing_virtual_voices = 4\ndynamic_mixing_virtual_pitch = 2\n"
+            "dynamic_mixing_virtual_share = 2\n",
+            "dynamic_mixing_virtual_share: is a probability"},
+           {"dynamic_mixing_virtual_twins = 0.5\n",
+            "dynamic_mixing_virtual_twins: needs dynamic_mixing_virtual_voices"},
+           {"dynamic_mixing_virtual_voices = 4\ndynamic_mixing_virtual_pitch = 2\n"
+            "dynamic_mixing_virtual_twins = 0.5\n",
+            "dynamic_mixing_virtual_twins: needs dynamic_mixing_utt2spk"}}) {
+    auto message = trainer(keys);
+    EXPECT_NE(message.find(expected), std::string::npos) << keys << " -> " << message;
+  }
+  auto message = error_of([&] {
+    read_trainer_options(ConfigFile::parse(
+        "[trainer]\ntasks = t\ndynamic_mixing_virtual_voices = 2\ndynamic_mixing_virtual_pitch = 2\n",
+        "trainer.cfg"));
+  });
+  EXPECT_NE(message.find("dynamic_mixing_virtual_voices: is set but dynamic_mixing is False"),
+            std::string::npos)
+      << message;
+}
+
 namespace {
 
 std::vector<double> sine(double frequency, int length, int rate = 8000) {

@@ -241,8 +241,9 @@ void OptimizerOptions::declare(OptionsReader& r) {
             "tensorflow applies only to optimizer = adam (optimizer is " + optimizer + ")");
   // acc_steps = True is the original's name for both; a contradicting key is not ignored.
   const ConfigSection* section = r.section();
-  for (const auto& [key, value] : {std::pair<std::string, bool*>{"update_per_task", &update_per_task},
-                                   {"validate_per_task", &validate_per_task}}) {
+  using Half = std::pair<std::string, bool*>;
+  for (const auto& [key, value] :
+       {Half{"update_per_task", &update_per_task}, Half{"validate_per_task", &validate_per_task}}) {
     r.require(!acc_steps || *value || !section || !section->has(key), key,
               "is False but acc_steps = True sets it (acc_steps means update_per_task and "
               "validate_per_task; leave acc_steps out and set the one wanted)");
@@ -327,6 +328,52 @@ void declare_dynamic_mixing_channels(OptionsReader& r, DataOptions& d) {
     "1200 bit/s, drawn uniformly (a digital radio's vocoder; 8 kHz sources)");
 }
 
+void declare_virtual_voices(OptionsReader& r, DataOptions& d) {
+  VirtualVoiceOptions& v = d.mixing.virtual_voices;
+  r("dynamic_mixing_virtual_voices", v.voices,
+    "new: virtual speakers: every speaker of the sources also speaks as this many virtual "
+    "voices, each with its own pitch and formant (vocal-tract length) shift, fixed by the "
+    "speaker and the voice (docs/dynamic_mixing.md, \"Virtual speakers\"); 0 = off");
+  r("dynamic_mixing_virtual_pitch", v.pitch_semitones,
+    "new: each virtual voice's pitch shift, of a size in [range / 2, range] semitones and "
+    "either sign, the formants kept (the tempo follows the pitch); 0 = pitch unchanged");
+  r("dynamic_mixing_virtual_formant", v.formant_semitones,
+    "new: each virtual voice's formant shift, of a size in [range / 2, range] semitones and "
+    "either sign (3 semitones: a vocal tract 16 % shorter or 19 % longer), the pitch kept; 0 = "
+    "formants unchanged");
+  r("dynamic_mixing_virtual_share", v.share,
+    "new: probability that a source speaks in one of its speaker's virtual voices (else as "
+    "recorded)");
+  r("dynamic_mixing_virtual_twins", v.twins,
+    "new: probability that a mixture's second source is another utterance of its first "
+    "source's speaker in another voice (one of the two as recorded): one pitch with two vocal "
+    "tracts, or the reverse");
+}
+
+void check_virtual_voices(const OptionsReader& r, const DataOptions& d) {
+  const VirtualVoiceOptions& v = d.mixing.virtual_voices;
+  r.require(v.voices >= 0 && v.voices <= 1000, "dynamic_mixing_virtual_voices",
+            "must be in [0, 1000]");
+  r.require(v.voices == 0 || d.dynamic_mixing, "dynamic_mixing_virtual_voices",
+            "is set but dynamic_mixing is False (virtual voices are made in dynamic mixtures)");
+  for (auto [key, value] : {std::pair<const char*, double>{"dynamic_mixing_virtual_pitch",
+                                                          v.pitch_semitones},
+                            {"dynamic_mixing_virtual_formant", v.formant_semitones}})
+    r.require(value >= 0 && value <= 12, key, "must be in [0, 12] semitones");
+  r.require(v.voices == 0 || v.pitch_semitones > 0 || v.formant_semitones > 0,
+            "dynamic_mixing_virtual_voices",
+            "needs dynamic_mixing_virtual_pitch or dynamic_mixing_virtual_formant above 0 (with "
+            "both 0 every virtual voice would be the recording)");
+  for (auto [key, value] : {std::pair<const char*, double>{"dynamic_mixing_virtual_share",
+                                                          v.share},
+                            {"dynamic_mixing_virtual_twins", v.twins}})
+    r.require(value >= 0 && value <= 1, key, "is a probability: must be in [0, 1]");
+  r.require(v.twins == 0 || v.voices > 0, "dynamic_mixing_virtual_twins",
+            "needs dynamic_mixing_virtual_voices (a twin is another voice of one speaker)");
+  r.require(v.twins == 0 || !d.mixing.utt2spk.empty(), "dynamic_mixing_virtual_twins",
+            "needs dynamic_mixing_utt2spk (which utterances are one speaker's)");
+}
+
 void check_data_batching(const OptionsReader& r, const DataOptions& d) {
   for (int value : d.batch_size) r.require(value > 0, "batch_size", "must be positive");
   for (int value : d.numbatches_to_aggregate)
@@ -399,10 +446,12 @@ void DataOptions::declare(OptionsReader& r) {
   declare_data_batching(r, *this);
   declare_dynamic_mixing_sources(r, *this);
   declare_dynamic_mixing_channels(r, *this);
+  declare_virtual_voices(r, *this);
 
   check_data_batching(r, *this);
   check_dynamic_mixing_ranges(r, *this);
   check_dynamic_mixing_lists(r, *this);
+  check_virtual_voices(r, *this);
 }
 
 void ProfilingOptions::declare(OptionsReader& r) {

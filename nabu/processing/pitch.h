@@ -1,0 +1,25 @@
+// A voice's median pitch, measured as the corpus tools measure it (tools/corpus/recorded_voices.py
+// voice_features, which writes speakers.tsv's median_f0_hz and tools/speaker_f0's spk2f0): 40 ms
+// frames every 20 ms, the speech frames within 30 dB of the loudest, a frame voiced where its
+// normalised autocorrelation peaks above 0.5 at a lag of 60 to 400 Hz, f0 the median over the
+// voiced frames. `nabu separate` uses it to say when two outputs are voices of one pitch, the
+// pairs a model card names as its weak range.
+#pragma once
+
+#include <torch/torch.h>
+
+namespace nabu {
+
+struct PitchEstimate {
+  double median_f0_hz = 0.0;   // 0 when no frame is voiced
+  double voiced_share = 0.0;   // of the speech frames
+  int64_t speech_frames = 0;
+};
+
+// x: double [N] at any scale, any rate of 8 kHz or more.
+PitchEstimate estimate_pitch(const torch::Tensor& x, int sample_rate);
+
+// The distance of two pitches in semitones (|12 log2(a / b)|); infinity when either is 0.
+double semitones_apart(double f0_a, double f0_b);
+
+}  // namespace nabu
