@@ -33,7 +33,20 @@ ALLOWED_PACKAGES = {
     "klettres-data": ("/usr/share/klettres/",),
     "ktuberling-data": ("/usr/share/ktuberling/sounds/",),
     "hedgewars-data": ("/usr/share/games/hedgewars/Data/Sounds/voices/",),
+    # Added by issue 79 (data/README.md, "More speakers"): training only, never held out.
+    "festvox-ru": ("/usr/share/festival/voices/russian/msu_ru_nsh_clunits/wav/",),
+    "gcin-voice": ("/usr/share/gcin-voice/ogg/",),
+    "kajongg": ("/usr/share/kajongg/voices/",),
 }
+# What a corpus reads when --packages is not given: the seven the corpus was first made of, so
+# that the default corpus (and every figure measured on it) stays as it was; `--packages=all`
+# reads every allowed package.
+DEFAULT_PACKAGES = ("fillets-ng-data", "fillets-ng-data-cs", "fillets-ng-data-nl",
+                    "hedgewars-data", "klettres-data", "ktuberling-data",
+                    "tuxpaint-stamps-default")
+# Packages whose speakers always train: the held-out splits are drawn without them, so a corpus
+# with them holds out exactly the speakers of the corpus without them.
+TRAIN_ONLY_PACKAGES = ("festvox-ru", "gcin-voice", "kajongg")
 # Packages that are evaluation only, named so that the guard's message can say why.
 EVALUATION_ONLY = ("codec2-examples", "pocketsphinx-testdata")
 AUDIO_SUFFIXES = (".ogg", ".wav", ".flac")
@@ -65,6 +78,12 @@ def speaker_of(package, path):
     - klettres-data: <lang>/{alpha,syllab}/: one reader per language folder.
     - ktuberling-data: sounds/<lang>/: one reader per language folder.
     - hedgewars-data: Sounds/voices/<pack>/: one voice pack, one speaker.
+    - festvox-ru: the recordings of Festival's Russian voice msu_ru_nsh, one reader (nsh).
+    - gcin-voice: ogg/<syllable>/3.ogg by Edward Der-Hua Liu and 5.ogg by Chu Lo (its
+      copyright file): two speakers of single Mandarin syllables.
+    - kajongg: voices/[de/]<voice>/: four voices each in English and German (female1, female2,
+      male1, male2), all by the game's author's recording; whether the German voices are the
+      English ones' speakers is not said, so they are eight labels of four to eight people.
     """
     name = os.path.basename(path)
     stem, suffix = os.path.splitext(name)
@@ -96,6 +115,16 @@ def speaker_of(package, path):
         languages = {"es": "es", "pl": "pl", "ru": "ru", "uk": "uk"}
         language = languages.get(pack.rsplit("_", 1)[-1], "ru" if pack == "Russian" else "en")
         return "hw_%s" % _safe(pack), language
+    if package == "festvox-ru":
+        return "fvr_nsh", "ru"
+    if package == "gcin-voice":
+        if stem not in ("3", "5"):
+            return None, "unknown reader"
+        return "gci_%s" % stem, "zh"
+    if package == "kajongg":
+        rest = path[len("/usr/share/kajongg/voices/"):].split("/")
+        language, voice = ("de", rest[1]) if rest[0] == "de" and len(rest) == 3 else ("en", rest[0])
+        return "kaj_%s_%s" % (language, _safe(voice)), language
     return None, "package not allowed"
 
 

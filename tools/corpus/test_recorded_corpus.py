@@ -5,6 +5,7 @@ The helpers are tested on synthetic signals; the end-to-end tests need sox and t
 packages (./run installs them) and are skipped, with the reason, where those are missing.
 """
 
+import glob
 import hashlib
 import json
 import importlib.machinery
@@ -239,6 +240,12 @@ class SpeakerTest(unittest.TestCase):
              ("ktu_sr-latin", "sr@latin")),
             ("hedgewars-data", "/usr/share/games/hedgewars/Data/Sounds/voices/Default_uk/Ow1.ogg",
              ("hw_default-uk", "uk")),
+            ("festvox-ru", "/usr/share/festival/voices/russian/msu_ru_nsh_clunits/wav/ru_0001.wav",
+             ("fvr_nsh", "ru")),
+            ("gcin-voice", "/usr/share/gcin-voice/ogg/ba/3.ogg", ("gci_3", "zh")),
+            ("gcin-voice", "/usr/share/gcin-voice/ogg/ba/5.ogg", ("gci_5", "zh")),
+            ("kajongg", "/usr/share/kajongg/voices/female1/b1.ogg", ("kaj_en_female1", "en")),
+            ("kajongg", "/usr/share/kajongg/voices/de/male2/pung.ogg", ("kaj_de_male2", "de")),
         ]
         for package, path, expected in cases:
             self.assertEqual(rv.speaker_of(package, path), expected, path)
@@ -257,6 +264,26 @@ class SpeakerTest(unittest.TestCase):
         self.assertEqual(split["fil_cs_m"], "tr")
         self.assertEqual(sum(v == "tt" for v in split.values()), 3)
         self.assertEqual(sum(v == "cv" for v in split.values()), 3)
+
+    def test_training_only_packages_train_and_leave_the_held_out_splits_as_they_were(self):
+        speakers = {"kle_%02d" % i: dict(seconds=60.0 * (1 + i % 5), package="klettres-data")
+                    for i in range(40)}
+        split = corpus.assign_splits(speakers, seed=3)
+        more = dict(speakers)
+        more["fvr_nsh"] = dict(seconds=99 * 60.0, package="festvox-ru")
+        for voice in ("en_female1", "en_male1", "de_female1", "de_male2"):
+            more["kaj_" + voice] = dict(seconds=5.0 * 60, package="kajongg")
+        more["gci_3"] = dict(seconds=7.8 * 60, package="gcin-voice")
+        with_them = corpus.assign_splits(more, seed=3)
+        self.assertEqual({s: v for s, v in with_them.items() if s in speakers}, split)
+        self.assertTrue(all(with_them[s] == "tr" for s in more if s not in speakers))
+        self.assertEqual(corpus.split_group("kaj_en_female1"), corpus.split_group("kaj_de_male2"))
+        # The default corpus reads the seven packages it was first made of; 'all' every one.
+        self.assertEqual(corpus.parse_args([]).packages, tuple(sorted(rv.DEFAULT_PACKAGES)))
+        self.assertEqual(corpus.parse_args(["--packages=all"]).packages,
+                         tuple(sorted(rv.ALLOWED_PACKAGES)))
+        self.assertTrue(set(rv.TRAIN_ONLY_PACKAGES) <= set(rv.ALLOWED_PACKAGES))
+        self.assertFalse(set(rv.TRAIN_ONLY_PACKAGES) & set(rv.DEFAULT_PACKAGES))
 
     def test_repaired_clips_of_held_out_groups_are_left_out_and_the_splits_kept(self):
         def clip(speaker, minutes, repaired):
@@ -497,6 +524,36 @@ def default_index_rows():
 class DefaultCorpusTest(unittest.TestCase):
     def test_training_lists_hold_only_allowed_packages(self):
         assert_training_origins_allowed(self, default_index_rows())
+
+
+class EveryRecordedCorpusTest(unittest.TestCase):
+    """Every recorded corpus made here (data/recorded_corpus*, e.g. the 16 kHz one with the
+    training-only packages) trains on allowed packages only; every shipped recipe draws its
+    dynamic mixtures from training splits only."""
+
+    def test_every_made_corpus_holds_only_allowed_packages(self):
+        roots = sorted(glob.glob(os.path.join(REPOSITORY, "data", "recorded_corpus*")))
+        made = [root for root in roots if os.path.exists(os.path.join(root, ".complete"))]
+        if not made:
+            self.skipTest("no data/recorded_corpus* (tools/make_recorded_corpus makes them)")
+        for root in made:
+            with self.subTest(root=root), open(os.path.join(root, "index.tsv")) as f:
+                assert_training_origins_allowed(
+                    self, [line.rstrip("\n").split("\t") for line in f.readlines()[1:]])
+
+    def test_shipped_recipes_mix_only_training_splits(self):
+        recipes = glob.glob(os.path.join(REPOSITORY, "recipes", "**", "trainer.cfg"),
+                            recursive=True)
+        self.assertTrue(recipes)
+        for recipe in recipes:
+            with open(recipe) as f:
+                lines = [line.split("=", 1)[1].split() for line in f
+                         if line.split("=", 1)[0].strip() == "dynamic_mixing_sources"]
+            for path in [p for fields in lines for p in fields]:
+                with self.subTest(recipe=recipe, path=path):
+                    self.assertTrue(path.startswith((GENERATED_SOURCES, "data/recorded_corpus")),
+                                    path)
+                    self.assertTrue(os.path.basename(path).startswith("tr_"), path)
 
 
 DEMO = os.path.join(REPOSITORY, "tools", "demo")

@@ -275,7 +275,7 @@ class HeldoutEndToEndTest(unittest.TestCase):
             corpus = os.path.join(tmp, "corpus")
             write_corpus(corpus, self.SPEAKERS)
             self.assert_refused(corpus, "tr", "kle_xx", [],
-                                "speaker kle_xx of tt is also in tr or cv: not held out")
+                                "speaker kle_xx of tt is also in tr or cv: the splits share a speaker")
 
     def assert_refused(self, corpus, split, speaker, options, message):
         """Adds an utterance of speaker to the corpus's split list: the set is refused with
@@ -322,7 +322,29 @@ class HeldoutEndToEndTest(unittest.TestCase):
                 self.assertNotIn("split", json.load(f))
             # A cv speaker who also tests is refused, naming the split.
             self.assert_refused(corpus, "tt", "kle_vv", ["--split=cv"],
-                                "speaker kle_vv of cv is also in tr or tt: not held out")
+                                "speaker kle_vv of cv is also in tr or tt: the splits share a speaker")
+
+    def test_the_tr_split_mixes_only_training_speakers(self):
+        speakers = self.SPEAKERS + [("kle_uu", "tr", "F", "lang_uu")]
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = os.path.join(tmp, "corpus")
+            write_corpus(corpus, speakers)
+            root = os.path.join(tmp, "tr")
+            done = self.run_script("--from-corpus=" + corpus, "--split=tr", "--mixtures=4",
+                                   "--root=" + root)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertIn("Training recorded set %s from %s (tr): 2 speakers (1 F)"
+                          % (root, corpus), done.stdout)
+            entries = toy_lists.read_lists(os.path.join(root, "2speakers", "wav8k", "min", "tr"))
+            self.assertEqual(len(entries), 4)
+            for name, mix, sources in entries:
+                self.assertTrue(name.startswith("trrec_"), name)
+                self.assertEqual(sorted(s for s in ("kle_uu", "tux_zz") if s in name),
+                                 ["kle_uu", "tux_zz"], name)
+            self.assertEqual(self.run_script("--verify", "--root=" + root).returncode, 0)
+            # A training speaker who also tests is refused.
+            self.assert_refused(corpus, "tt", "kle_uu", ["--split=tr"],
+                                "speaker kle_uu of tr is also in cv or tt: the splits share a speaker")
 
     def test_the_cv_split_needs_a_corpus(self):
         done = self.run_script("--split=cv", "--root=/nonexistent/out")
