@@ -20,12 +20,29 @@ namespace nabu::api {
 // One signal per speaker, each as long as the input, at the input's rate and level.
 using Signals = std::vector<std::vector<float>>;
 
+// What a separation knows of its own weak spots (docs/api.md, "When a result is likely poor").
+struct Caution {
+  std::string kind;     // "near_pitch": two outputs' median pitches within the model's weak range
+  std::string message;  // one line, as nabu separate prints it
+};
+
+// A separation and what it measured of its outputs.
+struct Separation {
+  Signals signals;
+  std::vector<double> median_f0_hz;  // of each signal (0: no voiced frame)
+  std::vector<Caution> cautions;     // empty when nothing is known to be wrong
+};
+
 struct SeparatorOptions {
   std::string task;             // experiment: the test task (default: test_evaluator.cfg's first)
   std::string model = "final";  // experiment: final or avg (average_checkpoints)
   double chunk_seconds = 8.0;   // long signals are separated in chunks (0 = whole signals)
   double overlap_seconds = 1.0;  // speakers are matched and cross-faded on the overlap
   int threads = 0;              // LibTorch's intra-op threads (0: its default)
+  // Cautions: outputs whose median pitches lie fewer semitones apart than this are voices the
+  // model separates poorly. Negative: the model's own range (an exported file's model.json, as
+  // the shipped models have, else 4); 0: never.
+  double near_pitch_semitones = -1.0;
 };
 
 class Stream;
@@ -50,6 +67,8 @@ class Separator {
   // files hold them; the separated speakers at the input's rate, length and level, in chunks as
   // `nabu separate` does. Throws for a signal shorter than one analysis frame, silent or with NaN.
   Signals separate(const std::vector<float>& samples, int rate);
+  // The same, with each output's median pitch and the cautions nabu separate prints.
+  Separation separate_with_cautions(const std::vector<float>& samples, int rate);
   // A stream through a causal model of an experiment (conv_tasnet with causal = True): push
   // pieces at sample_rate(), get the separated pieces back. Throws naming why a model cannot.
   // The Separator must outlive its streams.

@@ -13,7 +13,9 @@
 #include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/postprocessing/exported_separator.h"
 #include "nabu/postprocessing/separation.h"
+#include "nabu/postprocessing/separation_cautions.h"
 #include "nabu/postprocessing/separation_stream.h"
+#include "nabu/postprocessing/shipped_models.h"
 #include "nabu/processing/audio_stream.h"
 
 namespace nabu::api {
@@ -21,13 +23,6 @@ namespace nabu::api {
 namespace {
 
 constexpr double kInt16Scale = 32768.0;  // the models hear int16-scale samples
-
-std::vector<double> whole_resampled(Resampler& resampler, const std::vector<double>& samples) {
-  auto out = resampler.process(samples);
-  auto rest = resampler.flush();
-  out.insert(out.end(), rest.begin(), rest.end());
-  return out;
-}
 
 Signals api_signals(const torch::Tensor& separated) {  // [S, m] float
   auto rows = separated.to(torch::kFloat32).contiguous();
@@ -49,8 +44,11 @@ struct Separator::Impl {
   std::unique_ptr<ExportedSeparator> exported;
   // Either one's chunk separation, rate, speakers and frame, the chunk options checked.
   ChunkModel model;
+  WeakPitchRange weak_pitch;  // where the model separates poorly (options.near_pitch_semitones)
 
-  void set_model(ChunkModel chosen) {
+  void set_model(ChunkModel chosen, WeakPitchRange weak) {
+    if (options.near_pitch_semitones >= 0) weak.semitones = options.near_pitch_semitones;
+    weak_pitch = std::move(weak);
     model = std::move(chosen);
     check_chunk_options({options.chunk_seconds, options.overlap_seconds}, model.frame_length,
                         model.sample_rate);
@@ -83,7 +81,7 @@ Separator Separator::from_experiment(const std::string& expdir, const SeparatorO
       *impl->recipe, expdir, test_cfg.section("evaluator").get_string("segment_length", "full"),
       /*early=*/false, options.model);
   impl->task = impl->separator->task(task);
-  impl->set_model(chunk_model(*impl->task, impl->task->model_sample_rate()));
+  impl->set_model(chunk_model(*impl->task, impl->task->model_sample_rate()), WeakPitchRange{});
   return Separator(std::move(impl));
 }
 
@@ -92,7 +90,7 @@ Separator Separator::from_exported(const std::string& file, const SeparatorOptio
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->exported = std::make_unique<ExportedSeparator>(file);
-  impl->set_model(impl->exported->chunk_model());
+  impl->set_model(impl->exported->chunk_model(), weak_pitch_range_of(file));
   return Separator(std::move(impl));
 }
 
@@ -103,6 +101,10 @@ std::vector<std::string> Separator::warnings() const {
 }
 
 Signals Separator::separate(const std::vector<float>& samples, int rate) {
+  return separate_with_cautions(samples, rate).signals;
+}
+
+Separation Separator::separate_with_cautions(const std::vector<float>& samples, int rate) {
   if (rate <= 0) throw Error("separate: the sample rate must be > 0, not " + std::to_string(rate));
   const ChunkModel& model = impl_->model;
   if (static_cast<double>(samples.size()) * model.sample_rate / rate < model.frame_length)
@@ -118,23 +120,29 @@ Signals Separator::separate(const std::vector<float>& samples, int rate) {
     peak = std::max(peak, std::fabs(input.back()));
   }
   if (peak == 0) throw DataError("separate: the signal is silent (every sample is zero)");
-  Resampler to_model(rate, model.sample_rate);
   std::vector<std::vector<double>> at_model(static_cast<std::size_t>(model.speakers));
   ChunkedSeparation chunked(model, {impl_->options.chunk_seconds, impl_->options.overlap_seconds},
                             [&](int s, const std::vector<double>& part) {
                               at_model[s].insert(at_model[s].end(), part.begin(), part.end());
                             });
-  chunked.push(whole_resampled(to_model, input));
+  chunked.push(resample_whole(input, rate, model.sample_rate));
   chunked.finish();
-  Signals separated(at_model.size());
+  Separation result;
+  Signals& separated = result.signals;
+  separated.resize(at_model.size());
+  std::vector<PitchEstimate> pitch;
   for (std::size_t s = 0; s < at_model.size(); ++s) {
-    Resampler back(model.sample_rate, rate);
-    auto out = whole_resampled(back, at_model[s]);
-    out.resize(samples.size(), 0.0);  // exactly the input's length
+    pitch.push_back(estimate_pitch(torch::tensor(at_model[s], torch::kFloat64), model.sample_rate));
+    result.median_f0_hz.push_back(pitch.back().median_f0_hz);
+    // Exactly the input's length.
+    auto out = resample_whole(at_model[s], model.sample_rate, rate,
+                              static_cast<int64_t>(samples.size()));
     separated[s].reserve(out.size());
     for (double value : out) separated[s].push_back(static_cast<float>(value / kInt16Scale));
   }
-  return separated;
+  for (const auto& caution : separation_cautions(pitch, impl_->weak_pitch))
+    result.cautions.push_back({caution.kind, caution.message});
+  return result;
 }
 
 struct Stream::Impl {

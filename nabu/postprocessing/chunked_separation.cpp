@@ -309,8 +309,12 @@ FileSeparationReport separate_file(const ChunkModel& model, const std::filesyste
   // At the input's rate the outputs have exactly the input's length.
   SpeakerOutputs outputs(report, out_dir, name, model.speakers, model_rate,
                          options.keep_model_rate ? -1 : reader.frames());
+  // Each output's pitch, measured as it is written (docs/postprocessing.md, "When a result is
+  // likely poor").
+  std::vector<PitchTracker> pitch(static_cast<std::size_t>(model.speakers), PitchTracker(model_rate));
   ChunkedSeparation chunked(model, options.chunks, [&](int s, const std::vector<double>& samples) {
     outputs.add(s, samples);
+    pitch[s].push(samples);
   });
   Resampler to_model(reader.sample_rate(), model_rate);
   auto last_report = started;
@@ -333,6 +337,7 @@ FileSeparationReport separate_file(const ChunkModel& model, const std::filesyste
   chunked.finish();
   throw_if_interrupted(options, input);
   outputs.commit();
+  for (const auto& tracker : pitch) report.output_pitch.push_back(tracker.result());
   report.wall_seconds = seconds_since(started);
   return report;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "nabu/postprocessing/separation.h"
+#include "nabu/processing/pitch.h"
 
 namespace nabu {
 
@@ -115,6 +116,7 @@ std::vector<std::string> output_names(const std::vector<std::filesystem::path>& 
 
 struct FileSeparationReport {
   std::vector<std::filesystem::path> outputs;  // <out>/<name>_s<k>.wav
+  std::vector<PitchEstimate> output_pitch;     // of each output, at the model's rate
   double audio_seconds = 0, wall_seconds = 0;
   int input_rate = 0, output_rate = 0, channels = 0;
 };

@@ -17,6 +17,7 @@
 #include "nabu/postprocessing/scorers/score_summary.h"
 #include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/processing/audio.h"
+#include "nabu/processing/audio_stream.h"
 #include "nabu/postprocessing/recognition.h"
 #include "nabu/postprocessing/separation.h"
 #include "nabu/postprocessing/speaker_verification.h"
@@ -310,9 +311,29 @@ ScoringData exported_task_scoring(const Recipe& recipe, const std::string& task)
   return scoring;
 }
 
-// One task's mixtures (scorer.cfg's base list) separated by an exported model from their audio,
-// whole or in chunks, each signal normalised to max |x| = 1 as in an experiment's test, written
-// to reconstructions/<task>/ with pointers.scp and scored.
+// A mixture at any rate separated as nabu separate does: resampled to the model's rate, whole or
+// in chunks, and each signal back to the mixture's rate and exact length ([S, N]).
+torch::Tensor separate_at_model_rate(const ChunkModel& model, const Audio& audio,
+                                     const ChunkOptions& chunks) {
+  auto samples = audio.samples.reshape({-1}).to(torch::kFloat64).contiguous();
+  if (audio.sample_rate == model.sample_rate) return separate_in_chunks(model, samples, chunks);
+  std::vector<double> input(samples.data_ptr<double>(), samples.data_ptr<double>() + samples.numel());
+  auto at_model = separate_in_chunks(
+      model, torch::tensor(resample_whole(input, audio.sample_rate, model.sample_rate)), chunks);
+  std::vector<torch::Tensor> back;
+  for (int64_t s = 0; s < at_model.size(0); ++s) {
+    auto row = at_model[s].to(torch::kFloat64).contiguous();
+    back.push_back(torch::tensor(resample_whole(
+        std::vector<double>(row.data_ptr<double>(), row.data_ptr<double>() + row.numel()),
+        model.sample_rate, audio.sample_rate, samples.numel())));
+  }
+  return torch::stack(back);
+}
+
+// One task's mixtures (scorer.cfg's base list) separated by an exported model from their audio
+// (at the model's rate, or resampled to it and back as nabu separate does), whole or in chunks,
+// each signal normalised to max |x| = 1 as in an experiment's test, written to
+// reconstructions/<task>/ with pointers.scp and scored at the mixtures' rate.
 void run_exported_task(const ChunkModel& model, const std::string& task, ScoringData& scoring,
                        const fs::path& testdir, const fs::path& final_testdir,
                        const TestRunOptions& options) {
@@ -328,10 +349,6 @@ void run_exported_task(const ChunkModel& model, const std::string& task, Scoring
   for (std::size_t i = 0; i < count; ++i) {
     const DataLine& line = lines[i];
     Audio audio = read_audio_fields(line.fields);
-    if (audio.sample_rate != model.sample_rate)
-      throw DataError("test utterance " + line.utterance + " (" + scoring.mixture->section() +
-                      "): its audio is at " + std::to_string(audio.sample_rate) +
-                      " Hz, the model's rate is " + std::to_string(model.sample_rate) + " Hz");
     const int64_t references = scoring.sources->read(line.utterance).size(0);
     if (references != model.speakers)
       throw DataError("test utterance " + line.utterance + " (" + scoring.sources->section() +
@@ -339,10 +356,9 @@ void run_exported_task(const ChunkModel& model, const std::string& task, Scoring
                       "separates " + std::to_string(model.speakers) + " speakers");
     Separation separation;
     separation.utterance = line.utterance;
-    separation.sample_rate = model.sample_rate;
-    separation.signals = normalised_to_peak(separate_in_chunks(
-        model, audio.samples.reshape({-1}),
-        ChunkOptions{options.chunk_seconds, options.overlap_seconds}));
+    separation.sample_rate = audio.sample_rate;
+    separation.signals = normalised_to_peak(separate_at_model_rate(
+        model, audio, ChunkOptions{options.chunk_seconds, options.overlap_seconds}));
     auto paths = write_reconstructions(separation, wav_dir, final_wav_dir, pointers);
     paths.insert(paths.begin(), line.fields.front());
     files[line.utterance] = paths;

@@ -82,12 +82,67 @@ std::vector<ShippedModel> shipped_models() {
       const auto file = entry.path() / "model.pt";
       const std::string name = entry.path().filename().string();
       if (found.count(name) || !std::filesystem::is_regular_file(file, error)) continue;
-      found[name] = {name, entry.path(), file, card_summary(entry.path() / "card.md")};
+      ShippedModel model{name, entry.path(), file, card_summary(entry.path() / "card.md")};
+      read_model_notes(entry.path(), model);
+      found[name] = std::move(model);
     }
   }
   std::vector<ShippedModel> models;
   for (auto& [name, model] : found) models.push_back(std::move(model));
   return models;
+}
+
+void read_model_notes(const std::filesystem::path& folder, ShippedModel& model) {
+  const auto path = folder / "model.json";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) return;
+  std::ifstream in(path);
+  const auto notes = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  auto bad = [&](const std::string& why) {
+    return Error(path.string() + ": " + why);
+  };
+  if (!notes.is_object()) throw bad("not a JSON object");
+  if (notes.contains("default_from_rate")) {
+    if (!notes["default_from_rate"].is_number_integer() || notes["default_from_rate"].get<int>() < 0)
+      throw bad("default_from_rate must be a sample rate in Hz (an integer >= 0)");
+    model.default_from_rate = notes["default_from_rate"].get<int>();
+  }
+  if (notes.contains("weak_pitch_semitones")) {
+    if (!notes["weak_pitch_semitones"].is_number() || notes["weak_pitch_semitones"].get<double>() < 0)
+      throw bad("weak_pitch_semitones must be a number >= 0");
+    model.weak_pitch.semitones = notes["weak_pitch_semitones"].get<double>();
+  }
+  if (notes.contains("weak_pitch_explained")) {
+    if (!notes["weak_pitch_explained"].is_string())
+      throw bad("weak_pitch_explained must be a string (where the card explains the range)");
+    model.weak_pitch.explained = (folder / notes["weak_pitch_explained"].get<std::string>()).string();
+  }
+}
+
+WeakPitchRange weak_pitch_range_of(const std::filesystem::path& model_file) {
+  ShippedModel notes;
+  read_model_notes(model_file.parent_path().empty() ? "." : model_file.parent_path(), notes);
+  return notes.weak_pitch;
+}
+
+ShippedModel default_shipped_model(int rate) {
+  const ShippedModel* chosen = nullptr;
+  std::vector<std::string> defaults;
+  const auto models = shipped_models();
+  for (const auto& model : models) {
+    if (model.default_from_rate < 0) continue;
+    defaults.push_back(model.name + " (from " + std::to_string(model.default_from_rate) + " Hz)");
+    if (model.default_from_rate <= rate &&
+        (!chosen || model.default_from_rate > chosen->default_from_rate))
+      chosen = &model;
+  }
+  if (!chosen)
+    throw Error("no shipped model separates recordings at " + std::to_string(rate) +
+                " Hz by default (" +
+                (defaults.empty() ? std::string("no shipped model is a default")
+                                  : "defaults: " + join(defaults, ", ")) +
+                "); name one with --model=<name> (nabu models) or an experiment with --expdir");
+  return *chosen;
 }
 
 ShippedModel find_shipped_model(const std::string& name, const std::string& flag) {

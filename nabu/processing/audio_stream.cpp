@@ -128,6 +128,16 @@ std::vector<double> Resampler::process(const std::vector<double>& input) {
   return all;
 }
 
+std::vector<double> resample_whole(const std::vector<double>& samples, double from, double to,
+                                   int64_t length) {
+  Resampler resampler(from, to);
+  auto out = resampler.process(samples);
+  auto rest = resampler.flush();
+  out.insert(out.end(), rest.begin(), rest.end());
+  if (length >= 0) out.resize(static_cast<std::size_t>(length), 0.0);
+  return out;
+}
+
 std::vector<double> Resampler::flush() {
   if (!soxr_) return {};
   std::vector<double> all;

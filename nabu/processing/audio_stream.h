@@ -54,6 +54,11 @@ class Resampler {
   void* soxr_ = nullptr;  // soxr_t
 };
 
+// A whole signal from `from` Hz to `to` Hz in one go (process, then flush): exactly `length`
+// samples when length >= 0 (cut, or zero-padded at the end), else all the resampler gives.
+std::vector<double> resample_whole(const std::vector<double>& samples, double from, double to,
+                                   int64_t length = -1);
+
 // Writes a mono 32-bit float wav block by block into a temporary file; commit() renames it into
 // place. Destroyed without commit(), it leaves nothing behind.
 class AudioWriter {

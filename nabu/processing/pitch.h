@@ -8,12 +8,30 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
+#include <vector>
+
 namespace nabu {
 
 struct PitchEstimate {
   double median_f0_hz = 0.0;   // 0 when no frame is voiced
   double voiced_share = 0.0;   // of the speech frames
   int64_t speech_frames = 0;
+};
+
+// The same measure over a signal that arrives in pieces (a separated output written block by
+// block), in memory of a few numbers per 20 ms frame.
+class PitchTracker {
+ public:
+  explicit PitchTracker(int sample_rate);
+  void push(const std::vector<double>& samples);
+  PitchEstimate result() const;
+
+ private:
+  int sample_rate_;
+  int64_t length_, hop_;
+  std::vector<double> pending_;  // samples from the next frame's start on
+  std::vector<double> power_, peak_, lag_;  // per frame
 };
 
 // x: double [N] at any scale, any rate of 8 kHz or more.

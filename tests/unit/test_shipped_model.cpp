@@ -12,6 +12,7 @@
 
 #include "nabu/postprocessing/scorers/bss_eval.h"
 #include "nabu/processing/audio.h"
+#include "nabu/separator.h"
 #include "test_helpers.h"
 
 namespace nabu::testing {
@@ -187,7 +188,8 @@ TEST(ShippedModel, WhatOnlyAnExperimentHasIsRefusedByItsFlag) {
   };
   EXPECT_NE(error_of_run("--model=pit_blstm_2spk_8 a.wav").find("did you mean"),
             std::string::npos);
-  EXPECT_NE(error_of_run("a.wav").find("--model=<shipped model> is required"), std::string::npos);
+  EXPECT_NE(error_of_run("--model=avg a.wav").find("--model=<shipped model> is required"),
+            std::string::npos);
   const std::string model = std::string("--model=") + kShipped;
   EXPECT_NE(error_of_run(model + " --stream").find("--stream takes a causal experiment"),
             std::string::npos);
@@ -262,6 +264,172 @@ TEST(ShippedModel, RecordingsAreReadAsForAnExperiment) {
               std::string::npos)
         << file;
   EXPECT_TRUE(!fs::exists(dir / "o") || fs::is_empty(dir / "o"));
+}
+
+}  // namespace nabu::testing
+
+namespace nabu::testing {
+
+namespace {
+
+// Two recordings of codec2-examples (evaluation only) summed, cut to the shorter: 8 kHz.
+fs::path write_codec2_mixture(const fs::path& path, const std::string& a, const std::string& b) {
+  auto x = read_audio("/usr/share/codec2/wav/" + a + ".wav").samples.reshape({-1});
+  auto y = read_audio("/usr/share/codec2/wav/" + b + ".wav").samples.reshape({-1});
+  const int64_t length = std::min(x.size(0), y.size(0));
+  auto sum = (x.slice(0, 0, length) + y.slice(0, 0, length)) * 0.5;
+  auto values = sum.to(torch::kFloat64).contiguous();
+  write_pcm16_wav(path, std::vector<short>(values.data_ptr<double>(),
+                                           values.data_ptr<double>() + values.numel()));
+  return path;
+}
+
+}  // namespace
+
+// `nabu test --model` of a model at another rate than the test set's (the 8 kHz shipped model on
+// the 16 kHz recipe's codec2/pocketsphinx recordings) resamples each mixture to the model's rate
+// and back, as nabu separate does: the reconstructions are nabu separate's outputs (at the
+// mixture's rate, peak-normalised), scored at 16 kHz.
+TEST(ShippedModel, NabuTestOfItOnASetAtAnotherRateSeparatesAsNabuSeparate) {
+  TempDir dir;
+  auto made = run_shell("/usr/bin/python3 '" + (source_dir() / "tools/make_recorded_eval_set").string() +
+                            "' --rate=16000 --root=data/recorded_16k --mixtures=4",
+                        dir.path());
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  const fs::path recipe = source_dir() / "recipes/SS/DBLSTM/recorded_PIT_SISNR_2spk_16k";
+  auto tested = run_nabu(std::string("test --threads=2 --model=") + kShipped + " --recipe='" +
+                             recipe.string() + "' --task=task_2spk_real --expdir=exp",
+                         dir.path());
+  ASSERT_EQ(tested.exit_code, 0) << tested.output;
+  const fs::path results = dir / "exp" / (std::string("test_") + kShipped);
+  const auto summary =
+      nlohmann::json::parse(read_text(results / "results_task_2spk_real_si_sdr_summary.json"));
+  EXPECT_EQ(summary.at("SI-SDR").at("SS").at("all").at("utterances").get<int>(), 4);
+  const fs::path mixtures = dir / "data/recorded_16k/2speakers/wav16k/min/tt/mix";
+  std::string files;
+  for (const auto& entry : fs::directory_iterator(mixtures)) files += " '" + entry.path().string() + "'";
+  auto separated = run_nabu(std::string("separate --threads=2 --chunk-seconds=0 --model=") +
+                                kShipped + " --out=sep" + files,
+                            dir.path());
+  ASSERT_EQ(separated.exit_code, 0) << separated.output;
+  int compared = 0;
+  for (const auto& entry : fs::directory_iterator(mixtures)) {
+    const std::string stem = entry.path().stem().string();
+    for (int s = 1; s <= 2; ++s) {
+      auto tested_signal = samples_of(results / "reconstructions/task_2spk_real" /
+                                      ("s" + std::to_string(s)) / (stem + ".wav"));
+      auto separated_signal = samples_of(dir / "sep" / (stem + "_s" + std::to_string(s) + ".wav"));
+      ASSERT_EQ(tested_signal.size(0), separated_signal.size(0)) << stem;
+      separated_signal = separated_signal / separated_signal.abs().max();
+      EXPECT_LT((tested_signal - separated_signal).abs().max().item<double>(), 1e-3) << stem;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 8);
+}
+
+// When the two outputs are voices of one pitch (within the model card's weak range, or one voice
+// left in both), nabu separate says so in one line naming the file and the card, and the API
+// returns it beside the signals; a woman with a man draws no such line.
+TEST(ShippedModel, CautionsSayWhenTheOutputsAreVoicesOfOnePitch) {
+  TempDir dir;
+  write_codec2_mixture(dir / "two_men.wav", "hts1a", "morig");
+  write_codec2_mixture(dir / "woman_and_man.wav", "forig", "morig");
+  const std::string model = std::string("--model=") + kShipped;
+  auto result = run_nabu("separate " + model + " --threads=1 --out=o two_men.wav woman_and_man.wav",
+                         dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("two_men.wav: voices of one pitch: outputs 1 and 2 have median f0"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("models/pit_blstm_2spk_8k/card.md, \"Known limits\""),
+            std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find("woman_and_man.wav: voices of one pitch"), std::string::npos)
+      << result.output;
+  auto never = run_nabu("separate " + model + " --threads=1 --near-pitch-semitones=0 --out=p "
+                        "two_men.wav", dir.path());
+  ASSERT_EQ(never.exit_code, 0) << never.output;
+  EXPECT_EQ(never.output.find("voices of one pitch"), std::string::npos) << never.output;
+
+  auto separator = api::Separator::from_exported(
+      (source_dir() / "models" / kShipped / "model.pt").string());
+  for (const char* name : {"two_men.wav", "woman_and_man.wav"}) {
+    SCOPED_TRACE(name);
+    const auto audio = api::read_audio((dir / name).string());
+    const auto separation = separator.separate_with_cautions(audio.samples, audio.sample_rate);
+    ASSERT_EQ(separation.signals.size(), 2u);
+    ASSERT_EQ(separation.median_f0_hz.size(), 2u);
+    const double apart = std::abs(12 * std::log2(separation.median_f0_hz[0] /
+                                                 separation.median_f0_hz[1]));
+    if (std::string(name) == "two_men.wav") {
+      EXPECT_LT(apart, 4.0);
+      ASSERT_EQ(separation.cautions.size(), 1u);
+      EXPECT_EQ(separation.cautions[0].kind, "near_pitch");
+      EXPECT_NE(result.output.find(separation.cautions[0].message), std::string::npos)
+          << separation.cautions[0].message;
+    } else {
+      EXPECT_GT(apart, 5.0);
+      EXPECT_TRUE(separation.cautions.empty());
+    }
+    // The signals are those separate() returns.
+    EXPECT_EQ(separation.signals, separator.separate(audio.samples, audio.sample_rate));
+  }
+}
+
+// Without --model and --expdir each recording is separated by the shipped model that is the
+// default for its rate (model.json's default_from_rate: the highest at or below the rate), and
+// nabu models says which is the default for which rates; a model.json that says something else
+// is named.
+TEST(ShippedModel, WithoutAModelEachRecordingTakesTheDefaultOfItsRate) {
+  TempDir dir;
+  const fs::path shipped = source_dir() / "models" / kShipped;
+  for (auto [name, from] : {std::pair<const char*, int>{"low", 8000}, {"high", 16000}}) {
+    fs::create_directories(dir / "models" / name);
+    fs::create_symlink(shipped / "model.pt", dir / "models" / name / "model.pt");
+    write_text(dir / "models" / name / "card.md", std::string("# ") + name + "\n\nA model.\n");
+    write_text(dir / "models" / name / "model.json",
+               "{\"default_from_rate\": " + std::to_string(from) + "}\n");
+  }
+  write_noise_wav(dir / "narrow.wav", 8000, 1, 8000);
+  write_noise_wav(dir / "wide.wav", 16000, 2, 16000);
+  write_noise_wav(dir / "phone.wav", 6000, 3, 6000);
+  const std::string env = "NABU_MODELS_PATH='" + (dir / "models").string() + "' '" NABU_BINARY "' ";
+  auto result = run_shell(env + "separate --threads=1 --out=o narrow.wav wide.wav phone.wav",
+                          dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("model: low (8000 Hz, 2 speakers), the default for recordings at "
+                               "8000 Hz and above"),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("model: high (8000 Hz, 2 speakers), the default for recordings at "
+                               "16000 Hz and above"),
+            std::string::npos)
+      << result.output;
+  // Below both: the source tree's model, the default at any rate.
+  EXPECT_NE(result.output.find("model: pit_blstm_2spk_8k (8000 Hz, 2 speakers), the default for "
+                               "recordings at this rate"),
+            std::string::npos)
+      << result.output;
+  for (const char* output : {"narrow_s1.wav", "wide_s2.wav", "phone_s1.wav"})
+    EXPECT_TRUE(fs::exists(dir / "o" / output)) << output;
+  auto listed = run_shell(env + "models", dir.path());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_NE(listed.output.find("without --model for recordings at 8000 to 15999 Hz\n"),
+            std::string::npos)
+      << listed.output;
+  EXPECT_NE(listed.output.find("without --model for recordings at 16000 Hz and above\n"),
+            std::string::npos)
+      << listed.output;
+  EXPECT_NE(listed.output.find("without --model for recordings below 8000 Hz\n"),
+            std::string::npos)
+      << listed.output;
+  write_text(dir / "models" / "low" / "model.json", "{\"default_from_rate\": \"8 kHz\"}\n");
+  auto bad = run_shell(env + "separate --threads=1 --out=q narrow.wav", dir.path());
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("models/low/model.json: default_from_rate must be a sample rate in Hz"),
+            std::string::npos)
+      << bad.output;
 }
 
 }  // namespace nabu::testing

@@ -254,6 +254,18 @@ TEST(Pitch, MedianF0OfVoicesOfKnownPitchAndAgainstTheLoops) {
       EXPECT_DOUBLE_EQ(estimate.median_f0_hz, reference_median_f0(samples, rate));
     }
   }
+  // In pieces of any size, the same measure.
+  auto x = vowel(140, 16000, 16000);
+  auto values = x.contiguous();
+  std::vector<double> all(values.data_ptr<double>(), values.data_ptr<double>() + values.numel());
+  PitchTracker tracker(16000);
+  for (std::size_t start = 0, piece = 1; start < all.size(); start += piece, piece = piece * 3 + 7)
+    tracker.push(std::vector<double>(all.begin() + start,
+                                     all.begin() + std::min(all.size(), start + piece)));
+  const auto whole = estimate_pitch(x, 16000), pieces = tracker.result();
+  EXPECT_EQ(pieces.median_f0_hz, whole.median_f0_hz);
+  EXPECT_EQ(pieces.speech_frames, whole.speech_frames);
+  EXPECT_EQ(pieces.voiced_share, whole.voiced_share);
   // Noise is not voiced; silence and a too short signal give nothing.
   auto noise = torch::randn({8000}, torch::kFloat64) * 1000;
   EXPECT_LT(estimate_pitch(noise, 8000).voiced_share, 0.2);

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <csignal>
+#include <functional>
 #include <iostream>
+#include <map>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -19,7 +22,9 @@
 #include "nabu/neuralnetworks/trainers/mixed_precision.h"
 #include "nabu/postprocessing/chunked_separation.h"
 #include "nabu/postprocessing/exported_separator.h"
+#include "nabu/postprocessing/separation_cautions.h"
 #include "nabu/postprocessing/shipped_models.h"
+#include "nabu/processing/audio_stream.h"
 
 namespace nabu::cli {
 
@@ -83,9 +88,22 @@ Precision separation_precision(const std::string& name, const c10::Device& devic
   return precision;
 }
 
+// The model a recording is separated with, and the pitch range in which it separates poorly.
+struct ChosenModel {
+  const ChunkModel* model;
+  WeakPitchRange weak;
+};
+using ModelChooser = std::function<ChosenModel(const std::string& recording)>;
+
+// --near-pitch-semitones: negative keeps the model's own weak range (its card's).
+WeakPitchRange weak_range(WeakPitchRange model_range, double semitones) {
+  if (semitones >= 0) model_range.semitones = semitones;
+  return model_range;
+}
+
 // The recordings, one after another, into <out>; a signal ends the process after the file it
-// interrupted was removed.
-int separate_files(const ChunkModel& model, const RecordingOptions& recordings,
+// interrupted was removed. A separation the model is known to do poorly is said in one line.
+int separate_files(const ModelChooser& choose, const RecordingOptions& recordings,
                    const std::string& out, FileSeparationOptions options) {
   const auto names = output_names(
       std::vector<fs::path>(recordings.recordings.begin(), recordings.recordings.end()));
@@ -96,10 +114,13 @@ int separate_files(const ChunkModel& model, const RecordingOptions& recordings,
   try {
     status = for_each_recording(recordings, "separate", "separated", [&](const std::string& path) {
       const std::string& name = names.at(index++);  // in the order of the recordings
-      auto report = separate_file(model, path, out, name, options);
+      const ChosenModel chosen = choose(path);
+      auto report = separate_file(*chosen.model, path, out, name, options);
       spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
                    report.audio_seconds, report.input_rate, report.channels, report.output_rate,
                    report.wall_seconds / std::max(report.audio_seconds, 1e-9));
+      for (const auto& caution : separation_cautions(report.output_pitch, chosen.weak))
+        spdlog::warn("{}: {}", path, caution.message);
       for (const auto& output : report.outputs) std::cout << output.string() << "\n";
     });
   } catch (const SeparationInterrupted& interrupted) {
@@ -111,15 +132,58 @@ int separate_files(const ChunkModel& model, const RecordingOptions& recordings,
   return status;
 }
 
+// Neither --expdir nor --model: each recording with the shipped model that is the default for
+// its rate (nabu models says which), each model loaded once.
+int separate_with_defaults(const RecordingOptions& recordings, const std::string& out,
+                           const FileSeparationOptions& options, double near_pitch_semitones) {
+  std::map<std::string, std::pair<std::unique_ptr<ExportedSeparator>, ChosenModel>> loaded;
+  std::map<std::string, ChunkModel> models;
+  auto choose = [&](const std::string& recording) {
+    const ShippedModel shipped = default_shipped_model(AudioReader(recording).sample_rate());
+    auto found = loaded.find(shipped.name);
+    if (found == loaded.end()) {
+      auto exported = std::make_unique<ExportedSeparator>(shipped.file);
+      spdlog::info("model: {} ({} Hz, {} speakers), the default for recordings {}", shipped.name,
+                   exported->sample_rate(), exported->speakers(),
+                   shipped.default_from_rate > 0
+                       ? "at " + std::to_string(shipped.default_from_rate) + " Hz and above"
+                       : std::string("at this rate"));
+      models[shipped.name] = exported->chunk_model();
+      const ChunkModel& model = models[shipped.name];
+      check_chunk_options(options.chunks, model.frame_length, model.sample_rate);
+      found = loaded
+                  .emplace(shipped.name,
+                           std::make_pair(std::move(exported),
+                                          ChosenModel{&model, weak_range(shipped.weak_pitch,
+                                                                         near_pitch_semitones)}))
+                  .first;
+    }
+    return found->second.second;
+  };
+  catch_signals();
+  return separate_files(choose, recordings, out, options);
+}
+
 // --model=<name> without --expdir: a shipped model (nabu models), or a file nabu export wrote
 // (a path), on the CPU; what only an experiment has is refused by its flag.
 int separate_with_exported(const CommonOptions& common, const RecordingOptions& recordings,
                            const std::string& out, FileSeparationOptions options, bool stream,
-                           const std::string& precision) {
+                           const std::string& precision, double near_pitch_semitones) {
   const std::string& name = recordings.model;
-  if (is_experiment_model(name))
-    throw Error("--expdir (a trained experiment) or --model=<shipped model> is required; "
-                "nabu models lists the shipped models");
+  if (is_experiment_model(name)) {
+    if (name != "final" || stream)
+      throw Error("--expdir (a trained experiment) or --model=<shipped model> is required; "
+                  "nabu models lists the shipped models");
+    // Neither given: the default shipped model of each recording's rate.
+    if (precision != "fp32") throw Error("--precision=" + precision + " takes an experiment (--expdir)");
+    if (!recordings.task.empty() || recordings.early || options.model_rate != 0)
+      throw Error("--task, --allow-early-testing and --model-rate take an experiment (--expdir)");
+    if (recordings.device != "auto" && recordings.device != "cpu")
+      throw Error("--device=" + recordings.device + ": the shipped models compute on the CPU");
+    check_recording_files(recordings, "separate");
+    apply_common_options(common);
+    return separate_with_defaults(recordings, out, options, near_pitch_semitones);
+  }
   const std::string flag = "--model=" + name;
   if (stream) throw Error("--stream takes a causal experiment (--expdir), not " + flag);
   if (precision != "fp32") throw Error("--precision=" + precision + " takes an experiment (--expdir); " + flag + " computes in fp32");
@@ -135,8 +199,9 @@ int separate_with_exported(const CommonOptions& common, const RecordingOptions& 
                exported.speakers());
   const ChunkModel model = exported.chunk_model();
   check_chunk_options(options.chunks, model.frame_length, model.sample_rate);
+  const ChosenModel chosen{&model, weak_range(weak_pitch_range_of(file), near_pitch_semitones)};
   catch_signals();
-  return separate_files(model, recordings, out, options);
+  return separate_files([&](const std::string&) { return chosen; }, recordings, out, options);
 }
 
 }  // namespace
@@ -146,7 +211,7 @@ int cmd_separate(const std::vector<std::string>& args) {
   RecordingOptions recordings;
   std::string out, precision_name = "fp32";
   bool stream = false;
-  double piece_ms = 20.0;
+  double piece_ms = 20.0, near_pitch_semitones = -1.0;
   FileSeparationOptions options;
   po::options_description description("Options");
   po::positional_options_description positional;
@@ -174,6 +239,10 @@ int cmd_separate(const std::vector<std::string>& args) {
        "lookahead, half its kernel)")
       ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
        "write the outputs at the model's sample rate instead of the input's")
+      ("near-pitch-semitones", po::value(&near_pitch_semitones)->default_value(-1.0),
+       "say when two outputs' median pitches lie fewer than this many semitones apart (voices\n"
+       "the model separates poorly, or one voice left in both): default -1, the model's own\n"
+       "range (a shipped model's card, else 4); 0 = never")
       ("model-rate", po::value(&options.model_rate)->default_value(0),
        "the sample rate the model was trained at, for when the recipe's data lists cannot be\n"
        "read (default: read from them; a rate that disagrees with them is refused)");
@@ -185,7 +254,10 @@ int cmd_separate(const std::vector<std::string>& args) {
           "32-bit float, at the input's level and rate (<name>: the stem, or the file name when\n"
           "inputs share a stem).\n\n"
           "Without --expdir, --model names a shipped model (nabu models) or a file nabu export\n"
-          "wrote, and separates with no training.\n\n"
+          "wrote, and separates with no training; with neither, each recording is separated by\n"
+          "the shipped model that is the default for its sample rate (nabu models says which).\n"
+          "When two outputs' median pitches lie within the model's weak range (--near-pitch-\n"
+          "semitones), a line says the result is likely poor.\n\n"
           "Example: nabu separate --model=pit_blstm_2spk_8k --out=sep/ meeting.wav\n"
           "         nabu separate --expdir=exp/dc --out=sep/ meeting.wav interview.flac\n"
           "         arecord -f S16_LE -r 8000 | nabu separate --expdir=exp/causal --stream --out=live/",
@@ -195,7 +267,8 @@ int cmd_separate(const std::vector<std::string>& args) {
   // Both paths read the same channel of each recording (AudioReader checks it against the file).
   options.channel = recordings.channel;
   if (common.expdir.empty())
-    return separate_with_exported(common, recordings, out, options, stream, precision_name);
+    return separate_with_exported(common, recordings, out, options, stream, precision_name,
+                                  near_pitch_semitones);
   if (stream && !recordings.recordings.empty())
     throw Error("--stream reads stdin; no audio file may be given (" + recordings.recordings[0] +
                 ")");
@@ -218,8 +291,10 @@ int cmd_separate(const std::vector<std::string>& args) {
     return separate_stream(*separation, out, piece_ms);
   }
   options.model_rate = check_file_separation_options(*separation, options);
+  const ChunkModel model = chunk_model(*separation, options.model_rate);
+  const ChosenModel chosen{&model, weak_range(WeakPitchRange{}, near_pitch_semitones)};
   catch_signals();
-  return separate_files(chunk_model(*separation, options.model_rate), recordings, out, options);
+  return separate_files([&](const std::string&) { return chosen; }, recordings, out, options);
 }
 
 }  // namespace nabu::cli
