@@ -10,12 +10,12 @@
 #include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
 #include "nabu/neuralnetworks/models/model.h"
-#include "nabu/postprocessing/chunked_separation.h"
-#include "nabu/postprocessing/exported_separator.h"
-#include "nabu/postprocessing/separation.h"
-#include "nabu/postprocessing/separation_cautions.h"
-#include "nabu/postprocessing/separation_stream.h"
-#include "nabu/postprocessing/shipped_models.h"
+#include "nabu/inference/chunked_separation.h"
+#include "nabu/inference/exported_separator.h"
+#include "nabu/inference/task_separation.h"
+#include "nabu/inference/separation_cautions.h"
+#include "nabu/inference/separation_stream.h"
+#include "nabu/inference/shipped_models.h"
 #include "nabu/processing/audio_stream.h"
 
 namespace nabu::api {
@@ -38,7 +38,7 @@ struct Separator::Impl {
   SeparatorOptions options;
   // An experiment:
   std::unique_ptr<Recipe> recipe;
-  std::unique_ptr<nabu::Separator> separator;
+  std::unique_ptr<TrainedExperiment> separator;
   std::unique_ptr<TaskSeparation> task;
   // An exported file:
   std::unique_ptr<ExportedSeparator> exported;
@@ -67,20 +67,14 @@ static void apply_api_threads(const SeparatorOptions& options) {
 
 Separator Separator::from_experiment(const std::string& expdir, const SeparatorOptions& options) {
   apply_api_threads(options);
-  if (!std::filesystem::exists(std::filesystem::path(expdir) / "trainer.cfg"))
-    throw Error(expdir + " holds no trained experiment (no recipe copy)");
+  require_trained_experiment(expdir);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->recipe = std::make_unique<Recipe>(Recipe::load(expdir));
-  const ConfigFile& test_cfg = impl->recipe->get("test_evaluator.cfg");
-  const std::string task =
-      options.task.empty() ? test_cfg.section("evaluator").get_list("tasks").at(0) : options.task;
-  if (task == "evaluator" || !test_cfg.has_section(task))
-    throw Error("task " + task + ": not a task of " + test_cfg.path());
-  impl->separator = std::make_unique<nabu::Separator>(
-      *impl->recipe, expdir, test_cfg.section("evaluator").get_string("segment_length", "full"),
-      /*early=*/false, options.model);
-  impl->task = impl->separator->task(task);
+  const auto [task, segment] = experiment_task(*impl->recipe, options.task);
+  impl->separator = std::make_unique<TrainedExperiment>(*impl->recipe, expdir, segment,
+                                                        /*early=*/false, options.model);
+  impl->task = std::make_unique<TaskSeparation>(*impl->separator, task);
   impl->set_model(chunk_model(*impl->task, impl->task->model_sample_rate()), WeakPitchRange{});
   return Separator(std::move(impl));
 }

@@ -4,11 +4,11 @@
 #include "nabu/catalog/recipe_checker.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
-#include "nabu/postprocessing/evaluation_run.h"
-#include "nabu/postprocessing/recognition.h"
-#include "nabu/postprocessing/reconstructors/reconstructor.h"
-#include "nabu/postprocessing/scorers/scorer.h"
-#include "nabu/postprocessing/speaker_verification.h"
+#include "nabu/evaluation/evaluation_run.h"
+#include "nabu/evaluation/recognition.h"
+#include "nabu/inference/reconstructors/reconstructor.h"
+#include "nabu/evaluation/scorers/scorer.h"
+#include "nabu/evaluation/speaker_verification.h"
 #include "nabu/processing/database_section.h"
 
 namespace nabu {
@@ -36,7 +36,7 @@ void RecipeChecker::check_test(const ConfigFile& test) {
       continue;
     }
     if (is_speaker_verification_task(*section)) {
-      // Speaker vectors scored in trials (postprocessing/speaker_verification.h).
+      // Speaker vectors scored in trials (evaluation/speaker_verification.h).
       for (const auto& message : check_speaker_verification_task(recipe_, task, tasks))
         problem(message);
       // The database sections they name (a missing section is reported above).

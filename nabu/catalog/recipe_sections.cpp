@@ -5,7 +5,7 @@
 
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
-#include "nabu/postprocessing/speaker_verification.h"
+#include "nabu/evaluation/speaker_verification.h"
 
 namespace nabu {
 

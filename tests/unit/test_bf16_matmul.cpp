@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include "nabu/core/cpu_features.h"
-#include "nabu/neuralnetworks/models/bf16_matmul.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/bf16_matmul.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 #include "test_model_helpers.h"
 
 namespace nabu::testing {

@@ -4,7 +4,7 @@
 
 #include <torch/torch.h>
 
-#include "nabu/neuralnetworks/models/conv_tasnet_kernels.h"
+#include "nabu/neuralnetworks/kernels/conv_tasnet_kernels.h"
 #include "test_model_helpers.h"
 
 namespace nabu::testing {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/scorers/score_summary.h"
+#include "nabu/evaluation/scorers/score_summary.h"
 #include "nabu/processing/corpus_preparation.h"
 #include "nabu/processing/wav_header.h"
 #include "test_helpers.h"

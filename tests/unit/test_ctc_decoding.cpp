@@ -19,10 +19,10 @@
 #include "nabu/catalog/recipe_check.h"
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/decoders/ctc_decoding.h"
-#include "nabu/postprocessing/decoders/decoder.h"
-#include "nabu/postprocessing/scorers/edit_distance.h"
-#include "nabu/postprocessing/scorers/sequence_scorer.h"
+#include "nabu/evaluation/decoders/ctc_decoding.h"
+#include "nabu/evaluation/decoders/decoder.h"
+#include "nabu/evaluation/scorers/edit_distance.h"
+#include "nabu/evaluation/scorers/sequence_scorer.h"
 #include "test_helpers.h"
 
 namespace {

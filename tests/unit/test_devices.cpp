@@ -14,7 +14,7 @@
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 #include "nabu/neuralnetworks/trainers/checkpoint.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 #include "nabu/neuralnetworks/trainers/parameter_update.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "test_helpers.h"

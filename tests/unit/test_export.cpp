@@ -1,4 +1,4 @@
-// `nabu export` (postprocessing/model_export.h): the TorchScript of a time-domain model
+// `nabu export` (export/model_export.h): the TorchScript of a time-domain model
 // (conv_tasnet, dprnn) computes what the model computes, for every norm, mask activation and
 // causality; a trained Conv-TasNet experiment exported and loaded with torch::jit::load
 // separates as `nabu separate` does; what cannot be exported is refused in one line and leaves
@@ -11,7 +11,7 @@
 #include "nabu/core/error.h"
 #include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/model.h"
-#include "nabu/postprocessing/model_export.h"
+#include "nabu/export/model_export.h"
 #include "nabu/processing/audio.h"
 #include "test_helpers.h"
 #include "test_model_helpers.h"

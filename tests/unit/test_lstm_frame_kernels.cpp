@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "nabu/neuralnetworks/models/lstm_frame_kernels.h"
+#include "nabu/neuralnetworks/kernels/lstm_frame_kernels.h"
 
 namespace nabu::testing {
 namespace {

@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
-#include "nabu/neuralnetworks/models/fused_lstm.h"
+#include "nabu/neuralnetworks/kernels/fused_lstm.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 #include "test_model_helpers.h"
 
 namespace nabu::testing {

@@ -1,4 +1,4 @@
-// PESQ (postprocessing/scorers/pesq.h): what P.862 defines (an undistorted signal scores the
+// PESQ (evaluation/scorers/pesq.h): what P.862 defines (an undistorted signal scores the
 // top of the scale, at any delay; noise lowers it; what it cannot score is refused), and the
 // values of the `pesq` package (the Recommendation's implementation) on recorded and generated
 // speech, clean, noisy, with a second talker, separated, delayed, and with a pause inserted.
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/scorers/pesq.h"
-#include "nabu/postprocessing/scorers/scorer.h"
+#include "nabu/evaluation/scorers/pesq.h"
+#include "nabu/evaluation/scorers/scorer.h"
 #include "nabu/processing/audio_stream.h"
 #include "speech_clips.h"
 #include "test_helpers.h"

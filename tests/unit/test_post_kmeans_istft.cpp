@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/reconstructors/kmeans.h"
-#include "nabu/postprocessing/reconstructors/reconstructor.h"
+#include "nabu/inference/reconstructors/kmeans.h"
+#include "nabu/inference/reconstructors/reconstructor.h"
 #include "nabu/processing/signal.h"
 
 namespace {

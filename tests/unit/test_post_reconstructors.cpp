@@ -9,8 +9,8 @@
 
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/reconstructors/reconstructor.h"
-#include "nabu/postprocessing/scorers/bss_eval.h"
+#include "nabu/inference/reconstructors/reconstructor.h"
+#include "nabu/evaluation/scorers/bss_eval.h"
 #include "nabu/processing/signal.h"
 #include "test_helpers.h"
 

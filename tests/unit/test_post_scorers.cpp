@@ -10,9 +10,9 @@
 
 #include "nabu/core/config.h"
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/scorers/bss_eval.h"
-#include "nabu/postprocessing/scorers/score_summary.h"
-#include "nabu/postprocessing/scorers/scorer.h"
+#include "nabu/evaluation/scorers/bss_eval.h"
+#include "nabu/evaluation/scorers/score_summary.h"
+#include "nabu/evaluation/scorers/scorer.h"
 #include "test_helpers.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/chunked_separation.h"
+#include "nabu/inference/chunked_separation.h"
 #include "nabu/processing/audio.h"
 #include "nabu/processing/audio_stream.h"
 #include "test_helpers.h"

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "nabu/postprocessing/scorers/bss_eval.h"
+#include "nabu/evaluation/scorers/bss_eval.h"
 #include "nabu/processing/audio.h"
 #include "nabu/separator.h"
 #include "test_helpers.h"

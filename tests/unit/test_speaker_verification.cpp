@@ -1,4 +1,4 @@
-// Speaker verification (postprocessing/speaker_verification.h): the EER and minDCF against slow
+// Speaker verification (evaluation/speaker_verification.h): the EER and minDCF against slow
 // references (the original's threshold-grid EER, a detection cost at every threshold), and the
 // trials the original draws.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <set>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/speaker_verification.h"
+#include "nabu/evaluation/speaker_verification.h"
 #include "test_helpers.h"
 
 namespace nabu {

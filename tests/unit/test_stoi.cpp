@@ -1,4 +1,4 @@
-// STOI and ESTOI (postprocessing/scorers/stoi.h): the properties the papers define, and the
+// STOI and ESTOI (evaluation/scorers/stoi.h): the properties the papers define, and the
 // values of pystoi, the reference implementation, on recorded and generated speech, clean and
 // degraded (noise, a second talker, a partly removed second talker), at 8, 16 and 22.05 kHz.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nabu/postprocessing/scorers/scorer.h"
-#include "nabu/postprocessing/scorers/stoi.h"
+#include "nabu/evaluation/scorers/scorer.h"
+#include "nabu/evaluation/scorers/stoi.h"
 #include "nabu/processing/audio.h"
 #include "speech_clips.h"
 #include "test_helpers.h"

@@ -1,4 +1,4 @@
-// Streaming separation (Model::stream, postprocessing/separation_stream.h): a causal Conv-TasNet
+// Streaming separation (Model::stream, inference/separation_stream.h): a causal Conv-TasNet
 // fed a signal in pieces of 10, 20 and 40 ms (and uneven pieces) gives what its forward pass over
 // the whole signal gives; models that look ahead are refused with the reason.
 #include <gtest/gtest.h>

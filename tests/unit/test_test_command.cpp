@@ -1,4 +1,4 @@
-// `nabu test`'s results folders (postprocessing/evaluation_run.h): a --max-utterances subset is written
+// `nabu test`'s results folders (evaluation/evaluation_run.h): a --max-utterances subset is written
 // apart from the full results and its summary says over how many utterances; a folder holds one
 // run's results only; a missing model leaves no folder.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nabu/postprocessing/evaluation_run.h"
-#include "nabu/postprocessing/separation.h"
+#include "nabu/evaluation/evaluation_run.h"
+#include "nabu/experiment/trained_experiment.h"
 #include "test_helpers.h"
 #include "training_fixture.h"
 

@@ -8,9 +8,9 @@
 #include <limits>
 
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/reconstructors/reconstructor.h"
-#include "nabu/postprocessing/separation.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/inference/reconstructors/reconstructor.h"
+#include "nabu/inference/task_separation.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 #include "nabu/processing/signal.h"
 #include "test_loss_helpers.h"
 #include "test_model_helpers.h"

@@ -21,8 +21,8 @@
 #include "nabu/core/openblas_core.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
-#include "nabu/postprocessing/scorers/bss_eval.h"
-#include "nabu/postprocessing/separation.h"
+#include "nabu/evaluation/scorers/bss_eval.h"
+#include "nabu/inference/task_separation.h"
 #include "nabu/processing/signal.h"
 
 using namespace nabu;
@@ -77,8 +77,8 @@ int main(int argc, char** argv) {
     const ConfigSection& scorer = recipe.get("scorer.cfg").section(task);
     SectionReader mixtures(recipe, reconstructor.get_string("org_mix"));
     SectionReader sources(recipe, scorer.get_string("org_src"));
-    Separator separator(recipe, expdir, "full", false);
-    auto separation = separator.task(task);
+    TrainedExperiment separator(recipe, expdir, "full", false);
+    auto separation = std::make_unique<TaskSeparation>(separator, task);
 
     std::vector<std::string> names{"original (window sum)"};
     for (double floor : floors) {

@@ -23,7 +23,7 @@
 #include "nabu/core/openblas_core.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/models/model.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 
 namespace {
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "nabu/core/openblas_core.h"
-#include "nabu/postprocessing/scorers/bss_eval.h"
-#include "nabu/postprocessing/scorers/pesq.h"
-#include "nabu/postprocessing/scorers/stoi.h"
+#include "nabu/evaluation/scorers/bss_eval.h"
+#include "nabu/evaluation/scorers/pesq.h"
+#include "nabu/evaluation/scorers/stoi.h"
 #include "nabu/processing/audio.h"
 
 using namespace nabu;

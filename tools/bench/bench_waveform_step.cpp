@@ -26,7 +26,7 @@
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 #include "nabu/neuralnetworks/models/model.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include "nabu/core/logging.h"
 #include "nabu/core/openblas_core.h"
 #include "nabu/core/strings.h"
+#include "nabu/experiment/trained_experiment.h"
 #include "nabu_commit.h"  // generated: NABU_VERSION, NABU_COMMIT
 
 namespace nabu::cli {
@@ -149,8 +150,7 @@ Recipe load_experiment_recipe(const CommonOptions& common, const std::string& ta
   require(common.expdir, "expdir", command);
   apply_common_options(common);
   std::filesystem::path expdir = common.expdir;
-  if (!std::filesystem::exists(expdir / "trainer.cfg"))
-    throw Error(expdir.string() + " holds no trained experiment (no recipe copy)");
+  require_trained_experiment(expdir);
   Recipe recipe = common.recipe.empty() ? Recipe::load(expdir, common.overrides())
                                         : Recipe::load(common.recipe, common.overrides());
   check_task_flag(recipe, task);

@@ -1,10 +1,10 @@
-// `nabu export`: flags -> export_experiment (postprocessing/model_export.h).
+// `nabu export`: flags -> export_experiment (export/model_export.h).
 #include <filesystem>
 #include <iostream>
 
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/error.h"
-#include "nabu/postprocessing/model_export.h"
+#include "nabu/export/model_export.h"
 
 namespace nabu::cli {
 

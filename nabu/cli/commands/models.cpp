@@ -1,11 +1,11 @@
-// `nabu models`: the shipped trained models (postprocessing/shipped_models.h), each with its
+// `nabu models`: the shipped trained models (inference/shipped_models.h), each with its
 // card's summary and folder.
 #include <algorithm>
 #include <iostream>
 
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/strings.h"
-#include "nabu/postprocessing/shipped_models.h"
+#include "nabu/inference/shipped_models.h"
 
 namespace nabu::cli {
 

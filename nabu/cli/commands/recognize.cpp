@@ -1,4 +1,4 @@
-// `nabu recognize`: flags -> recognize_file (postprocessing/recognition.h) for every file; a file
+// `nabu recognize`: flags -> recognize_file (evaluation/recognition.h) for every file; a file
 // that fails is reported in one line and the others are still recognised.
 #include <iostream>
 
@@ -6,7 +6,8 @@
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
-#include "nabu/postprocessing/recognition.h"
+#include "nabu/evaluation/recognition.h"
+#include "nabu/experiment/trained_experiment.h"
 
 namespace nabu::cli {
 
@@ -38,9 +39,9 @@ int cmd_recognize(const std::vector<std::string>& args) {
   } else if (!is_recognition_task(recipe, task)) {
     throw Error("--task " + task + ": decoder.cfg has no section [" + task + "]");
   }
-  Separator trained(recipe, common.expdir, evaluator.get_string("segment_length", "full"),
-                    recordings.early, recordings.model,
-                    resolve_device(recordings.device, "--device"));
+  TrainedExperiment trained(recipe, common.expdir, experiment_task(recipe, task).segment,
+                            recordings.early, recordings.model,
+                            resolve_device(recordings.device, "--device"));
   Decoder decoder(recipe.get("decoder.cfg").section(task), recipe);
   return for_each_recording(recordings, "recognize", "recognised", [&](const std::string& path) {
     auto labels = recognize_file(trained, task, decoder, path, recordings.channel);

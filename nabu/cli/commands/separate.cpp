@@ -1,4 +1,4 @@
-// `nabu separate`: flags -> separate_file (postprocessing/chunked_separation.h) for every file;
+// `nabu separate`: flags -> separate_file (inference/chunked_separation.h) for every file;
 // a file that fails is reported in one line and the others are still separated. Options are
 // checked once before any file; SIGINT/SIGTERM stop the file being written without leaving
 // temporaries, and end the process with that signal.
@@ -19,11 +19,11 @@
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
-#include "nabu/postprocessing/chunked_separation.h"
-#include "nabu/postprocessing/exported_separator.h"
-#include "nabu/postprocessing/separation_cautions.h"
-#include "nabu/postprocessing/shipped_models.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
+#include "nabu/inference/chunked_separation.h"
+#include "nabu/inference/exported_separator.h"
+#include "nabu/inference/separation_cautions.h"
+#include "nabu/inference/shipped_models.h"
 #include "nabu/processing/audio_stream.h"
 
 namespace nabu::cli {
@@ -204,22 +204,18 @@ int separate_with_exported(const CommonOptions& common, const RecordingOptions& 
   return separate_files([&](const std::string&) { return chosen; }, recordings, out, options);
 }
 
-}  // namespace
-
-int cmd_separate(const std::vector<std::string>& args) {
-  CommonOptions common;
-  RecordingOptions recordings;
-  std::string out, precision_name = "fp32";
+// The flags of nabu separate beyond the recording options.
+struct SeparateFlags {
+  std::string out, precision = "fp32";
   bool stream = false;
   double piece_ms = 20.0, near_pitch_semitones = -1.0;
   FileSeparationOptions options;
-  po::options_description description("Options");
-  po::positional_options_description positional;
-  add_recording_options(description, positional, common, recordings,
-                        "test task whose graph and reconstructor to use (default: the first of "
-                        "test_evaluator.cfg)");
+};
+
+void add_separate_flags(po::options_description& description, SeparateFlags& flags) {
+  FileSeparationOptions& options = flags.options;
   description.add_options()
-      ("out", po::value(&out),
+      ("out", po::value(&flags.out),
        "folder for the separated signals: <stem>_s1.wav, ... (mix_s1.wav for mix.wav); inputs\n"
        "of one call that share a stem keep their extension (mix.ogg_s1.wav, mix.flac_s1.wav)")
       ("chunk-seconds", po::value(&options.chunks.chunk_seconds)->default_value(8.0),
@@ -227,25 +223,39 @@ int cmd_separate(const std::vector<std::string>& args) {
        "whole file at once)")
       ("overlap-seconds", po::value(&options.chunks.overlap_seconds)->default_value(1.0),
        "overlap of consecutive chunks: speakers are matched and cross-faded on it")
-      ("precision", po::value(&precision_name)->default_value("fp32"),
+      ("precision", po::value(&flags.precision)->default_value("fp32"),
        "fp32, or bf16 (autocast: the matrix products, convolutions and LSTMs in bfloat16; on\n"
        "a CPU with avx512_bf16 or AMX), or fp16 (CUDA devices only)")
-      ("stream", po::bool_switch(&stream),
+      ("stream", po::bool_switch(&flags.stream),
        "separate 16-bit mono PCM from stdin at the model's rate, piece by piece, into\n"
        "<out>/s1.pcm, s2.pcm, ... (16-bit; named pipes made with mkfifo are written as the\n"
        "pieces come): causal models only (conv_tasnet with causal = True)")
-      ("stream-ms", po::value(&piece_ms)->default_value(20.0),
+      ("stream-ms", po::value(&flags.piece_ms)->default_value(20.0),
        "with --stream: milliseconds of input per piece (the latency is this plus the model's\n"
        "lookahead, half its kernel)")
       ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
        "write the outputs at the model's sample rate instead of the input's")
-      ("near-pitch-semitones", po::value(&near_pitch_semitones)->default_value(-1.0),
+      ("near-pitch-semitones", po::value(&flags.near_pitch_semitones)->default_value(-1.0),
        "say when two outputs' median pitches lie fewer than this many semitones apart (voices\n"
        "the model separates poorly, or one voice left in both): default -1, the model's own\n"
        "range (a shipped model's card, else 4); 0 = never")
       ("model-rate", po::value(&options.model_rate)->default_value(0),
        "the sample rate the model was trained at, for when the recipe's data lists cannot be\n"
        "read (default: read from them; a rate that disagrees with them is refused)");
+}
+
+}  // namespace
+
+int cmd_separate(const std::vector<std::string>& args) {
+  CommonOptions common;
+  RecordingOptions recordings;
+  SeparateFlags flags;
+  po::options_description description("Options");
+  po::positional_options_description positional;
+  add_recording_options(description, positional, common, recordings,
+                        "test task whose graph and reconstructor to use (default: the first of "
+                        "test_evaluator.cfg)");
+  add_separate_flags(description, flags);
   if (!parse_command_line(
           "separate",
           "Separates recordings with a trained experiment: any format libsndfile reads, any\n"
@@ -263,38 +273,38 @@ int cmd_separate(const std::vector<std::string>& args) {
           "         arecord -f S16_LE -r 8000 | nabu separate --expdir=exp/causal --stream --out=live/",
           args, description, &positional))
     return 0;
-  require(out, "out", "separate");
+  require(flags.out, "out", "separate");
   // Both paths read the same channel of each recording (AudioReader checks it against the file).
+  FileSeparationOptions& options = flags.options;
   options.channel = recordings.channel;
   if (common.expdir.empty())
-    return separate_with_exported(common, recordings, out, options, stream, precision_name,
-                                  near_pitch_semitones);
-  if (stream && !recordings.recordings.empty())
+    return separate_with_exported(common, recordings, flags.out, options, flags.stream,
+                                  flags.precision, flags.near_pitch_semitones);
+  if (flags.stream && !recordings.recordings.empty())
     throw Error("--stream reads stdin; no audio file may be given (" + recordings.recordings[0] +
                 ")");
-  if (stream && !(piece_ms > 0.0)) throw Error("--stream-ms must be > 0");
-  if (stream && precision_name != "fp32")
+  if (flags.stream && !(flags.piece_ms > 0.0)) throw Error("--stream-ms must be > 0");
+  if (flags.stream && flags.precision != "fp32")
     throw Error("--precision applies to files; --stream computes in fp32");
-  Recipe recipe = stream ? load_experiment_recipe(common, recordings.task, "separate")
+  Recipe recipe = flags.stream ? load_experiment_recipe(common, recordings.task, "separate")
                          : load_trained_recipe(common, recordings, "separate");
-  const ConfigFile& test_cfg = recipe.get("test_evaluator.cfg");
-  std::string task = recordings.task;
-  if (task.empty()) task = test_cfg.section("evaluator").get_list("tasks").at(0);
-  std::string segment = test_cfg.section("evaluator").get_string("segment_length", "full");
+  const auto [task, segment] = experiment_task(recipe, recordings.task);
   const auto device = resolve_device(recordings.device, "--device");
-  const Precision precision = separation_precision(precision_name, device);
-  Separator separator(recipe, common.expdir, segment, recordings.early, recordings.model, device);
+  const Precision precision = separation_precision(flags.precision, device);
+  TrainedExperiment separator(recipe, common.expdir, segment, recordings.early, recordings.model,
+                              device);
   separator.set_precision(precision);
-  auto separation = separator.task(task);
-  if (stream) {
+  auto separation = std::make_unique<TaskSeparation>(separator, task);
+  if (flags.stream) {
     catch_signals();
-    return separate_stream(*separation, out, piece_ms);
+    return separate_stream(*separation, flags.out, flags.piece_ms);
   }
   options.model_rate = check_file_separation_options(*separation, options);
   const ChunkModel model = chunk_model(*separation, options.model_rate);
-  const ChosenModel chosen{&model, weak_range(WeakPitchRange{}, near_pitch_semitones)};
+  const ChosenModel chosen{&model, weak_range(WeakPitchRange{}, flags.near_pitch_semitones)};
   catch_signals();
-  return separate_files([&](const std::string&) { return chosen; }, recordings, out, options);
+  return separate_files([&](const std::string&) { return chosen; }, recordings, flags.out,
+                        options);
 }
 
 }  // namespace nabu::cli

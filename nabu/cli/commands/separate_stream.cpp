@@ -1,5 +1,5 @@
 // `nabu separate --stream`: 16-bit mono PCM from stdin, at the model's rate, separated piece by
-// piece by a causal model (postprocessing/separation_stream.h) into <out>/s<k>.pcm, one 16-bit
+// piece by a causal model (inference/separation_stream.h) into <out>/s<k>.pcm, one 16-bit
 // stream per speaker. An output that exists as a named pipe (mkfifo) is written as the pieces
 // come, for a listener downstream; regular files are written under temporary names and renamed
 // at the end, so an error (an odd byte count, a signal) leaves none of them behind.
@@ -16,9 +16,9 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
-#include "nabu/postprocessing/chunked_separation.h"
-#include "nabu/postprocessing/separation.h"
-#include "nabu/postprocessing/separation_stream.h"
+#include "nabu/inference/chunked_separation.h"
+#include "nabu/inference/task_separation.h"
+#include "nabu/inference/separation_stream.h"
 
 namespace nabu::cli {
 

@@ -1,4 +1,4 @@
-// `nabu test`: flags -> run_test (postprocessing/evaluation_run.h); prints the score tables.
+// `nabu test`: flags -> run_test (evaluation/evaluation_run.h); prints the score tables.
 #include <algorithm>
 #include <iostream>
 
@@ -12,11 +12,11 @@
 #include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
 #include "nabu/core/strings.h"
-#include "nabu/postprocessing/chunked_separation.h"
-#include "nabu/postprocessing/evaluation_run.h"
-#include "nabu/postprocessing/exported_separator.h"
-#include "nabu/postprocessing/separation.h"
-#include "nabu/postprocessing/shipped_models.h"
+#include "nabu/inference/chunked_separation.h"
+#include "nabu/evaluation/evaluation_run.h"
+#include "nabu/inference/exported_separator.h"
+#include "nabu/experiment/trained_experiment.h"
+#include "nabu/inference/shipped_models.h"
 
 namespace nabu::cli {
 

@@ -12,6 +12,7 @@
 #include "nabu/core/config.h"
 #include "nabu/core/options.h"
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
+#include "nabu/neuralnetworks/speaker_vectors.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
 namespace nabu::losses {
@@ -73,12 +74,9 @@ void declare_mask_activation(OptionsReader& r, const std::string& key, MaskActiv
 torch::Tensor apply_activation(const torch::Tensor& logits, MaskActivation activation,
                                int64_t speaker_dim);
 
-// x / sqrt(max(Σx², epsilon)) over the last dimension, as tf.nn.l2_normalize (docs/losses.md).
-torch::Tensor l2_normalize_last(const torch::Tensor& x, double epsilon = 1e-12);
-// The mean of `vectors` [B, N, D] over the bins each speaker owns, `owners` [B, N, S] (weights,
-// zero on bins that do not count): [B, S, D]. A speaker owning no bin gets count 1, so a zero
-// vector (the original's attractors, shared by the deepattractornet loss and the attractor model).
-torch::Tensor mean_vector_per_speaker(const torch::Tensor& vectors, const torch::Tensor& owners);
+// neuralnetworks/speaker_vectors.h, shared with the attractor model.
+using nabu::l2_normalize_last;
+using nabu::mean_vector_per_speaker;
 
 // ---- deep clustering -------------------------------------------------------------------------
 

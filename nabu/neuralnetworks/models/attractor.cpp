@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "nabu/core/error.h"
-#include "nabu/neuralnetworks/loss_computers/loss_ops.h"
+#include "nabu/neuralnetworks/speaker_vectors.h"
 #include "nabu/neuralnetworks/models/model.h"
 
 namespace nabu {
@@ -57,7 +57,7 @@ class AttractorModel : public Model {
       auto vectors = data.reshape({batch, frames * features, dims}) * weights;
       auto labels =
           losses::as_dtype_of(owners, data).reshape({batch, frames * features, speakers}) * weights;
-      attractors = losses::mean_vector_per_speaker(vectors, labels);
+      attractors = mean_vector_per_speaker(vectors, labels);
     } else {
       expect_rank(data, 4, "the embeddings per speaker (input 0, [B, S, T, F*D])");
       if (data.size(0) != batch || data.size(2) != frames)
@@ -70,7 +70,7 @@ class AttractorModel : public Model {
       auto counts = weights.sum({2, 3}).clamp_min(1.0);  // [B, 1]
       attractors = sums / counts.unsqueeze(-1);
     }
-    if (options_.normalization) attractors = losses::l2_normalize_last(attractors, 1e-12);
+    if (options_.normalization) attractors = l2_normalize_last(attractors, 1e-12);
     return attractors;
   }
 

@@ -5,10 +5,10 @@
 #include <optional>
 
 #include "nabu/core/onnx.h"
-#include "nabu/neuralnetworks/models/conv_tasnet_kernels.h"
+#include "nabu/neuralnetworks/kernels/conv_tasnet_kernels.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/models/waveform_mask_model.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 
 namespace nabu {
 namespace {

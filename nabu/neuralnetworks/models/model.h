@@ -21,7 +21,7 @@ class Graph;
 }
 
 // A causal model run on a signal that arrives in pieces (`nabu separate --stream`,
-// postprocessing/separation_stream.h): it keeps what the model needs of the past between pushes,
+// inference/separation_stream.h): it keeps what the model needs of the past between pushes,
 // so the concatenated outputs equal the model's forward pass over the whole signal. It refers to
 // its model, which must outlive it.
 class ModelStream {
@@ -53,7 +53,7 @@ class Model : public torch::nn::Module {
   // "model 'main' (dblstm, model.cfg:5: [main])": the prefix of this model's runtime errors.
   std::string describe() const;
   // The forward pass of one unpadded batch as TorchScript source (`nabu export`,
-  // postprocessing/model_export.h): a `forward(self, x: Tensor) -> Tensor` of a module holding
+  // export/model_export.h): a `forward(self, x: Tensor) -> Tensor` of a module holding
   // this model's parameters as attributes named as in named_parameters() with '.' -> '_'. Empty
   // when the architecture cannot be exported; why_not_exported() then says why.
   virtual std::string torchscript() const { return ""; }

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "nabu/core/error.h"
-#include "nabu/neuralnetworks/models/fused_lstm.h"
+#include "nabu/neuralnetworks/kernels/fused_lstm.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
 namespace nabu::recurrent {

@@ -9,7 +9,7 @@
 
 #include "nabu/core/error.h"
 #include "nabu/core/onnx.h"
-#include "nabu/neuralnetworks/models/fused_lstm.h"
+#include "nabu/neuralnetworks/kernels/fused_lstm.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "nabu/core/error.h"
-#include "nabu/neuralnetworks/models/conv_tasnet_kernels.h"
+#include "nabu/neuralnetworks/kernels/conv_tasnet_kernels.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 

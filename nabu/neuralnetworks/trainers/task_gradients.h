@@ -16,7 +16,7 @@
 #include "nabu/neuralnetworks/models/model_bank.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/neuralnetworks/task_definition.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 #include "nabu/neuralnetworks/trainers/trainer_options.h"
 #include "nabu/pipeline/example_set.h"
 #include "nabu/pipeline/input_pipeline.h"

@@ -20,7 +20,7 @@
 #include "nabu/neuralnetworks/evaluators/evaluator.h"
 #include "nabu/neuralnetworks/task_definition.h"
 #include "nabu/neuralnetworks/trainers/curriculum.h"
-#include "nabu/neuralnetworks/trainers/mixed_precision.h"
+#include "nabu/neuralnetworks/kernels/mixed_precision.h"
 #include "nabu/neuralnetworks/trainers/trainer.h"
 #include "nabu/processing/section_reader.h"
 
