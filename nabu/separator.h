@@ -11,11 +11,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+// What libnabu exports: the API below and nothing else (the library is compiled with hidden
+// visibility; to an application the attribute only repeats the default).
+#define NABU_API __attribute__((visibility("default")))
+
 namespace nabu::api {
+
+// The library's version, "major.minor.patch" (the package's; libnabu.so.major.minor).
+NABU_API const char* version();
 
 // One signal per speaker, each as long as the input, at the input's rate and level.
 using Signals = std::vector<std::vector<float>>;
@@ -43,11 +51,16 @@ struct SeparatorOptions {
   // model separates poorly. Negative: the model's own range (an exported file's model.json, as
   // the shipped models have, else 4); 0: never.
   double near_pitch_semitones = -1.0;
+  // The library's log lines of this level and above ("trace", "debug", "info", "warn", "error",
+  // "off"): to stderr, or to `log` when it is set; never to stdout. The setting is the
+  // library's, shared by every Separator of the process.
+  std::string log_level = "warn";
+  std::function<void(const std::string& level, const std::string& message)> log;
 };
 
 class Stream;
 
-class Separator {
+class NABU_API Separator {
  public:
   // A trained experiment folder, as `nabu separate --expdir` takes it.
   static Separator from_experiment(const std::string& expdir, const SeparatorOptions& options = {});
@@ -80,7 +93,7 @@ class Separator {
   std::unique_ptr<Impl> impl_;
 };
 
-class Stream {
+class NABU_API Stream {
  public:
   Stream(Stream&&) noexcept;
   Stream& operator=(Stream&&) noexcept;
@@ -106,7 +119,7 @@ struct Audio {
   std::vector<float> samples;
   int sample_rate = 0;
 };
-Audio read_audio(const std::string& path);
-void write_audio(const std::string& path, const std::vector<float>& samples, int sample_rate);
+NABU_API Audio read_audio(const std::string& path);
+NABU_API void write_audio(const std::string& path, const std::vector<float>& samples, int sample_rate);
 
 }  // namespace nabu::api

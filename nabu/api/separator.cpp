@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
+#include "nabu/core/logging.h"
 #include "nabu/core/recipe.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/inference/chunked_separation.h"
@@ -17,6 +18,7 @@
 #include "nabu/inference/separation_stream.h"
 #include "nabu/inference/shipped_models.h"
 #include "nabu/processing/audio_stream.h"
+#include "nabu_version.h"  // generated: NABU_VERSION_STRING
 
 namespace nabu::api {
 
@@ -60,13 +62,19 @@ Separator::Separator(Separator&&) noexcept = default;
 Separator& Separator::operator=(Separator&&) noexcept = default;
 Separator::~Separator() = default;
 
-static void apply_api_threads(const SeparatorOptions& options) {
+static void apply_api_options(const SeparatorOptions& options) {
   if (options.threads < 0) throw Error("threads must be >= 0");
   if (options.threads > 0) torch::set_num_threads(options.threads);
+  if (options.log)
+    log_to(options.log_level, options.log);
+  else
+    setup_logging(options.log_level, "log_level");
 }
 
+const char* version() { return NABU_VERSION_STRING; }
+
 Separator Separator::from_experiment(const std::string& expdir, const SeparatorOptions& options) {
-  apply_api_threads(options);
+  apply_api_options(options);
   require_trained_experiment(expdir);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -80,7 +88,7 @@ Separator Separator::from_experiment(const std::string& expdir, const SeparatorO
 }
 
 Separator Separator::from_exported(const std::string& file, const SeparatorOptions& options) {
-  apply_api_threads(options);
+  apply_api_options(options);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->exported = std::make_unique<ExportedSeparator>(file);

@@ -1,7 +1,9 @@
 #include "nabu/core/logging.h"
 
 #include <cmath>
+#include <mutex>
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -20,26 +22,64 @@ std::string& prefix() {
 
 std::string pattern() { return "[%Y-%m-%d %H:%M:%S] [%^%l%$] " + prefix() + "%v"; }
 
-std::shared_ptr<spdlog::logger> make_logger(spdlog::level::level_enum level) {
-  auto console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  auto logger = std::make_shared<spdlog::logger>("nabu", console);
-  logger->set_level(level);
-  logger->set_pattern(pattern());
+// Hands every line to a function (the C++ API's callback).
+class FunctionSink : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  using Line = std::function<void(const std::string&, const std::string&)>;
+  explicit FunctionSink(Line line) : line_(std::move(line)) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    const auto level = spdlog::level::to_string_view(message.level);
+    line_(std::string(level.data(), level.size()),
+          std::string(message.payload.data(), message.payload.size()));
+  }
+  void flush_() override {}
+
+ private:
+  Line line_;
+};
+
+spdlog::level::level_enum parse_level(const std::string& name, const std::string& what) {
+  auto level = spdlog::level::from_str(name);
+  if (level == spdlog::level::off && name != "off")
+    throw Error(what + " '" + name + "': expected trace, debug, info, warn or error");
+  return level;
+}
+
+std::shared_ptr<spdlog::logger>& nabu_logger() {
+  static std::shared_ptr<spdlog::logger> logger = [] {
+    auto made = std::make_shared<spdlog::logger>(
+        "nabu", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    made->set_level(spdlog::level::warn);
+    made->set_pattern(pattern());
+    return made;
+  }();
   return logger;
 }
 
 }  // namespace
 
-void setup_logging(const std::string& level_name) {
-  auto level = spdlog::level::from_str(level_name);
-  if (level == spdlog::level::off && level_name != "off")
-    throw Error("--log-level '" + level_name + "': expected trace, debug, info, warn or error");
-  spdlog::set_default_logger(make_logger(level));
+spdlog::logger& logger() { return *nabu_logger(); }
+
+void setup_logging(const std::string& level_name, const std::string& what) {
+  auto level = parse_level(level_name, what);
+  auto& logger = nabu_logger();
+  logger->sinks().assign({std::make_shared<spdlog::sinks::stderr_color_sink_mt>()});
+  logger->set_level(level);
+  logger->set_pattern(pattern());
+}
+
+void log_to(const std::string& level,
+            std::function<void(const std::string&, const std::string&)> line) {
+  auto& logger = nabu_logger();
+  logger->set_level(parse_level(level, "log_level"));
+  logger->sinks().assign({std::make_shared<FunctionSink>(std::move(line))});
 }
 
 void log_to_file(const std::filesystem::path& path) {
   if (path.has_parent_path()) ensure_directory(path.parent_path());
-  auto logger = spdlog::default_logger();
+  auto& logger = nabu_logger();
   auto& sinks = logger->sinks();
   // Keep the console sink (first) and replace any earlier file sink.
   if (sinks.size() > 1) sinks.resize(1);
@@ -58,7 +98,7 @@ void log_to_file(const std::filesystem::path& path) {
 
 void set_log_prefix(const std::string& value) {
   prefix() = value;
-  auto logger = spdlog::default_logger();
+  auto& logger = nabu_logger();
   for (std::size_t i = 0; i < logger->sinks().size(); ++i)
     logger->sinks()[i]->set_pattern(i == 0 ? pattern()
                                            : "[%Y-%m-%d %H:%M:%S] [%l] " + prefix() + "%v");

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 namespace nabu {
 
 void ProgressReporter::update(std::size_t done) {
@@ -12,7 +14,7 @@ void ProgressReporter::update(std::size_t done) {
   ended_ = done >= total_;
   last_ = elapsed;
   double rate = done / std::max(elapsed, 1e-9);
-  spdlog::info("{}: {}/{} {} ({:.0f}%), {:.1f} {}/s, ETA {}", what_, done, total_, unit_,
+  logger().info("{}: {}/{} {} ({:.0f}%), {:.1f} {}/s, ETA {}", what_, done, total_, unit_,
                100.0 * done / std::max<std::size_t>(total_, 1), rate, unit_,
                format_duration(rate > 0 ? (total_ - done) / rate : 0.0));
 }

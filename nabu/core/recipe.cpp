@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include <set>
 
 #include "nabu/core/error.h"
@@ -199,7 +201,7 @@ fs::path Recipe::processor_config_path(const ConfigSection& section) const {
   if (fs::is_regular_file(as_given, ec)) return as_given;
   fs::path in_recipe = dir_ / as_given.filename();
   if (!as_given.filename().empty() && fs::is_regular_file(in_recipe, ec)) {
-    spdlog::debug("{}: processor_config '{}' not found; using {} from the recipe folder",
+    logger().debug("{}: processor_config '{}' not found; using {} from the recipe folder",
                   section.where("processor_config"), given, in_recipe.string());
     return in_recipe;
   }

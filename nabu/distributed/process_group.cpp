@@ -24,6 +24,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
@@ -238,8 +240,8 @@ class LivenessMonitor {
                           " s (--liveness-timeout); stopping this rank (" + std::to_string(rank_) +
                           " on " + host_ + "); the chief's last checkpoint is kept, continue with "
                           "--resume";
-    spdlog::error("{}", message);
-    spdlog::default_logger()->flush();
+    logger().error("{}", message);
+    logger().flush();
     std::cerr << "nabu train: error: " << message << std::endl;
     std::_Exit(1);
   }
@@ -280,7 +282,7 @@ class GlooCommunicator : public Communicator {
       std::string address;
       options->devices.push_back(gloo_device(environment, address));
       if (!is_loopback(address))
-        spdlog::info("rank {}: collectives over {}", rank_, address.empty() ? host_name() : address);
+        logger().info("rank {}: collectives over {}", rank_, address.empty() ? host_name() : address);
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, rank_, world_size_, options);
 #ifdef USE_C10D_NCCL
       if (device.is_cuda() && !gpu_shared(device)) {
@@ -316,7 +318,7 @@ class GlooCommunicator : public Communicator {
     group_->allreduce(one)->wait();
     if (shared.item<double>() == 0) return false;
     if (rank_ == 0)
-      spdlog::warn("ranks share a GPU (more ranks on a machine than GPUs): gradients are summed "
+      logger().warn("ranks share a GPU (more ranks on a machine than GPUs): gradients are summed "
                    "through the host (Gloo), not NCCL");
     return true;
   }

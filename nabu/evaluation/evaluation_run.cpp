@@ -42,7 +42,7 @@ ScoringData make_scoring(const Recipe& recipe, const std::string& task) {
   const ConfigFile* scorer_cfg = recipe.find("scorer.cfg");
   const ConfigSection* section = scorer_cfg ? scorer_cfg->find_section(task) : nullptr;
   if (!section) {
-    spdlog::warn("task {}: no [{}] in scorer.cfg: signals are reconstructed but not scored", task,
+    logger().warn("task {}: no [{}] in scorer.cfg: signals are reconstructed but not scored", task,
                  task);
     return scoring;
   }
@@ -223,7 +223,7 @@ EvaluationResult run_separation_test(const Recipe& recipe, TrainedExperiment& se
     ++done;
   });
   write_file_atomic(wav_dir / "pointers.scp", pointers);
-  spdlog::info("task {}: test loss {:.6g} over {} utterances; {} reconstructed into {}", task,
+  logger().info("task {}: test loss {:.6g} over {} utterances; {} reconstructed into {}", task,
                loss.value(), loss.examples, done, final_wav_dir.string());
   write_scorer_results(scoring, task, testdir, files, options);
   return loss;
@@ -282,7 +282,7 @@ void write_results_folder(
     rename_replace(final_testdir, previous->temporary());
   }
   staged.commit();
-  spdlog::info("test results in {}", final_testdir.string());
+  logger().info("test results in {}", final_testdir.string());
 }
 
 // The scorers of a test task an exported model is tested on: a separation task of
@@ -366,7 +366,7 @@ void run_exported_task(const ChunkModel& model, const std::string& task, Scoring
     progress.update(i + 1);
   }
   write_file_atomic(wav_dir / "pointers.scp", pointers);
-  spdlog::info("task {}: {} mixtures separated into {}", task, count, final_wav_dir.string());
+  logger().info("task {}: {} mixtures separated into {}", task, count, final_wav_dir.string());
   write_scorer_results(scoring, task, testdir, files, options);
 }
 

@@ -5,6 +5,8 @@
 // A task section of validation_evaluator.cfg selects it with `validation_metric`.
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu/neuralnetworks/evaluators/task_loss_evaluator.h"
@@ -194,7 +196,7 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
       count_ += 1;
     } catch (const Error& e) {
       // A reference PESQ finds no speech in says nothing of the model: left out.
-      spdlog::debug("validation utterance {}: {}; not counted", utterance, e.what());
+      logger().debug("validation utterance {}: {}; not counted", utterance, e.what());
     }
     return;
   }
@@ -211,7 +213,7 @@ void MetricEvaluator::score_signals(const std::string& utterance, const TensorMa
     sum_ += total / static_cast<double>(scores.sdr.size());
   } catch (const Error& e) {
     // A silent estimate of an early model: the worst score rather than a stopped training.
-    spdlog::debug("validation utterance {}: {}; counted as {} dB", utterance, e.what(),
+    logger().debug("validation utterance {}: {}; counted as {} dB", utterance, e.what(),
                   kUnscorableDb);
     sum_ += kUnscorableDb;
   }

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
@@ -105,7 +107,7 @@ std::unique_ptr<Scoring> make_recognition_scoring(const Recipe& recipe, const st
   const ConfigFile* scorers = recipe.find("scorer.cfg");
   const ConfigSection* section = scorers ? scorers->find_section(task) : nullptr;
   if (!section) {
-    spdlog::warn("task {}: no [{}] in scorer.cfg: hypotheses are written but not scored", task,
+    logger().warn("task {}: no [{}] in scorer.cfg: hypotheses are written but not scored", task,
                  task);
     return nullptr;
   }
@@ -141,7 +143,7 @@ EvaluationResult run_recognition_test(const Recipe& recipe, TrainedExperiment& m
         scoring->scorer->add(scoring->references->line(utterance).fields, labels);
   });
   write_file_atomic(testdir / task / "hyp.txt", hypotheses);
-  spdlog::info("task {}: test loss {:.6g} over {} utterances; {} hypotheses ({}) in {}", task,
+  logger().info("task {}: test loss {:.6g} over {} utterances; {} hypotheses ({}) in {}", task,
                loss.value(), loss.examples, done, decoder.options().decoder,
                (testdir / task / "hyp.txt").string());
   if (scoring) {

@@ -3,6 +3,8 @@
 // result files.
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -176,7 +178,7 @@ SpeakerVectors tested_speaker_vectors(const Recipe& recipe, TrainedExperiment& m
   }
   write_file_atomic(testdir / "speaker_verification" / task / "vectors.json",
                     vectors_json.dump() + "\n");
-  spdlog::info("task {}: {} speaker vectors of {} utterances ({})", task,
+  logger().info("task {}: {} speaker vectors of {} utterances ({})", task,
                vectors.size() * handler.nrs, vectors.size(), handler.type);
   return vectors;
 }
@@ -308,7 +310,7 @@ EvaluationResult run_speaker_verification_test(
     if (on_summary)
       on_summary(line);
     else
-      spdlog::info("{}", trim(line));
+      logger().info("{}", trim(line));
   }
   return loss;
 }

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
@@ -144,7 +146,7 @@ TrainedExperiment::TrainedExperiment(const Recipe& recipe, const fs::path& expdi
                   " in one stage; averaging needs 2 or more (trainer.cfg export_every = N "
                   "exports the model every N updates)");
     model_file_ = average_files_.front();
-    spdlog::info("model: the mean of {} exports, {} to {}", average_files_.size(),
+    logger().info("model: the mean of {} exports, {} to {}", average_files_.size(),
                  average_files_.front().string(), average_files_.back().filename().string());
   } else if (early) {
     // The latest stage with a validated checkpoint.
@@ -158,12 +160,12 @@ TrainedExperiment::TrainedExperiment(const Recipe& recipe, const fs::path& expdi
     throw Error(model_file_.string() + " does not exist: train first (nabu train), or test a "
                 "running training with --allow-early-testing");
   }
-  if (!averaged) spdlog::info("model: {}", model_file_.string());
+  if (!averaged) logger().info("model: {}", model_file_.string());
   // The final model of a training that never improved on its start (nabu train said so at its
   // end) is said again wherever it is used: what it gives is no measurement of training.
   if (model == "final" && !early)
     training_warnings_ = read_training_summary(expdir).final_model_warnings();
-  for (const auto& warning : training_warnings_) spdlog::warn("{}", warning);
+  for (const auto& warning : training_warnings_) logger().warn("{}", warning);
   bank_ = std::make_unique<ModelBank>(recipe.get("model.cfg"));
 }
 

@@ -10,6 +10,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/onnx.h"
@@ -407,7 +409,7 @@ void check_against_separation(torch::jit::Module& top, TaskSeparation& separatio
     throw Error(fmt::format("the exported module differs from nabu separate by {:.2e} of the "
                             "output's RMS on a probe signal; nothing was written (please report)",
                             error));
-  spdlog::info("the exported module reproduces nabu separate on a probe signal within {:.1e} "
+  logger().info("the exported module reproduces nabu separate on a probe signal within {:.1e} "
                "of the output's RMS",
                error);
 }
@@ -459,7 +461,7 @@ void export_experiment(const Recipe& recipe, const std::filesystem::path& expdir
     check_against_separation(top, *separation);
     save_module(top, request.out);
   }
-  spdlog::info("exported task {} ({}, {} Hz, {} speakers) to {}", task, request.format,
+  logger().info("exported task {} ({}, {} Hz, {} speakers) to {}", task, request.format,
                separation->model_sample_rate(), separation->num_speakers(),
                request.out.string());
 }

@@ -8,6 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/interrupted.h"
@@ -327,7 +329,7 @@ FileSeparationReport separate_file(const ChunkModel& model, const std::filesyste
     if (seconds_since(last_report) >= options.progress_every_seconds) {
       last_report = Clock::now();
       double done = chunked.seconds_done(), wall = seconds_since(started);
-      spdlog::info("{}: {:.0f}/{:.0f} s ({:.0f}%), {:.3f}x real time, ETA {}", input.string(),
+      logger().info("{}: {:.0f}/{:.0f} s ({:.0f}%), {:.3f}x real time, ETA {}", input.string(),
                    done, report.audio_seconds, 100.0 * done / report.audio_seconds,
                    wall / std::max(done, 1e-9),
                    format_duration(wall / std::max(done, 1e-9) * (report.audio_seconds - done)));

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include <unordered_map>
 
 #include "nabu/core/error.h"
@@ -72,7 +74,7 @@ ExampleSet::ExampleSet(const std::vector<DataBinding>& inputs,
     }
   }
   if (skipped_ > 0)
-    spdlog::warn("{}: {} of {} examples are missing from some input or target and are skipped",
+    logger().warn("{}: {} of {} examples are missing from some input or target and are skipped",
                  what, skipped_, skipped_ + size());
   if (examples_.empty())
     throw DataError(what + ": no example is present in every input and target store (stage " +

@@ -9,6 +9,9 @@
 
 namespace nabu {
 
+// Full scale of 16-bit audio: samples are read and mixed at this scale (int16 values as doubles).
+inline constexpr double kFullScale = 32768.0;
+
 struct Audio {
   torch::Tensor samples;  // double [N]
   int sample_rate = 0;

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "nabu/core/error.h"
+#include "nabu/processing/audio.h"
 
 namespace nabu {
 
 namespace {
 
-constexpr double kFullScale = 32768.0;
 
 // A platform-independent Gaussian draw (Box-Muller over 53-bit uniforms), so a room is the same
 // on every platform.
@@ -156,14 +156,15 @@ torch::Tensor gsm_round_trip(const torch::Tensor& x, int sample_rate) {
 // libcodec2's decoder draws random phases from codec2_rand(), one generator for the whole process
 // that no call of its API resets: two round trips of one signal would differ, and dynamic
 // mixtures must be the same for the same seed (resume is bit-identical). This definition takes
-// the library's place (libcodec2 calls it through its PLT, and the loader finds libnabu's
-// definition first): the library's own generator, per thread, restarted by every round trip.
+// the library's place (libcodec2 calls it through its PLT, and the loader finds the program's
+// definition first: exported by visibility and --export-dynamic-symbol, nabu/CMakeLists.txt):
+// the library's own generator, per thread, restarted by every round trip.
 // ChannelAugmentation.Codec2KeepsThePitchAndOnlyItsOwnDraws fails if it is not the one called.
 namespace {
 thread_local unsigned long codec2_random_state = 1;
 }  // namespace
 
-extern "C" int codec2_rand(void) {
+extern "C" __attribute__((visibility("default"))) int codec2_rand(void) {
   codec2_random_state = codec2_random_state * 1103515245UL + 12345UL;
   return static_cast<int>((codec2_random_state / 65536) % 32768);
 }

@@ -12,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
@@ -159,7 +161,7 @@ std::vector<SectionSummary> DataPreparation::run() {
       section.fail("writer_style", e.what());
     }
   }
-  spdlog::info("preparing {} section(s) in this order: {}", order.size(), join(order, ", "));
+  logger().info("preparing {} section(s) in this order: {}", order.size(), join(order, ", "));
   std::vector<SectionSummary> summaries;
   for (const auto& name : order) summaries.push_back(prepare(name));
   return summaries;
@@ -207,10 +209,10 @@ bool store_missing(const SectionWork& work, const std::string& segment) {
                     "; give this recipe its own store_dir (" +
                     work.raw_section.where("store_dir") + "), or remove the store");
   if (other_section)
-    spdlog::info("{}: {} was made by section [{}] with the same processor config and list "
+    logger().info("{}: {} was made by section [{}] with the same processor config and list "
                  "lines; it is used as it is", work.what, path.string(), metadata.section);
   if (!other_lines) return false;
-  spdlog::info("{}: {} was made from other list lines or other files than {} now name; it is "
+  logger().info("{}: {} was made from other list lines or other files than {} now name; it is "
                "made again", work.what, path.string(), join(work.options.datafiles, " "));
   return true;
 }
@@ -247,7 +249,7 @@ void number_labels(const SectionWork& work, Processor& processor) {
     throw DataError(work.what + " " + e.what());
   }
   write_label_index(options.store_dir, *processor.alphabet());
-  spdlog::info("{}: {} labels ({} new) -> {}", work.what, processor.alphabet()->size(),
+  logger().info("{}: {} labels ({} new) -> {}", work.what, processor.alphabet()->size(),
                processor.alphabet()->size() - known.size(),
                (std::filesystem::path(options.store_dir) / "label2index.json").string());
 }
@@ -263,7 +265,7 @@ void prepare_statistics(const SectionWork& work, Processor& processor, int worke
     processor.set_statistics(MvnStatistics::load(statistics_path));
     return;
   }
-  spdlog::info("{}: computing global mean and variance over {} utterances", work.what,
+  logger().info("{}: computing global mean and variance over {} utterances", work.what,
                work.lines.size());
   MvnAccumulator accumulator;
   ProgressReporter progress(work.what + " statistics", work.lines.size());
@@ -388,14 +390,14 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
     processor_config.save(expdir_ / "data" / name / "processor.cfg");
   }
   if (missing.empty()) {
-    spdlog::info("{}: complete ({} store(s) in {}), skipped", work.what,
+    logger().info("{}: complete ({} store(s) in {}), skipped", work.what,
                  work.options.segment_lengths.size(), work.options.store_dir);
     summary.skipped = true;
     return summary;
   }
 
   ProcessorPtr processor = storable_processor(work);
-  spdlog::info("{}: {} utterances -> {} (segment lengths: {})", work.what, work.lines.size(),
+  logger().info("{}: {} utterances -> {} (segment lengths: {})", work.what, work.lines.size(),
                work.options.store_dir, join(missing, " "));
   TorchThreadsGuard torch_threads(options_.workers > 1 ? 1 : torch::get_num_threads());
   if (processor->numbers_labels()) number_labels(work, *processor);
@@ -403,7 +405,7 @@ SectionSummary DataPreparation::prepare(const std::string& name) {
   write_stores(work, *processor, missing, options_.workers, summary);
   summary.utterances = static_cast<int64_t>(work.lines.size());
   summary.wall_seconds = seconds_since(start);
-  spdlog::info("{}: done: {} utterances, {} examples, {} frames, {:.1f} MB in {:.1f} s "
+  logger().info("{}: done: {} utterances, {} examples, {} frames, {:.1f} MB in {:.1f} s "
                "({:.0f}x real time)",
                work.what, summary.utterances, summary.examples, summary.frames,
                summary.bytes / 1e6, summary.wall_seconds,

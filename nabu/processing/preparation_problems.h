@@ -11,6 +11,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
@@ -50,7 +52,7 @@ class Problems {
         tail = " (" + std::to_string(entry.count) + " files, first: " + entry.example + ")";
       else if (!entry.example.empty())
         tail = " (" + entry.example + ")";
-      spdlog::error("{}: {}{}", key.first, key.second, tail);
+      logger().error("{}: {}{}", key.first, key.second, tail);
     }
   }
 

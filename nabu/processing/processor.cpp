@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
@@ -191,7 +193,7 @@ torch::Tensor bins_above_peak(const torch::Tensor& features, double mag_thres,
                               const DataLine* line) {
   auto used = features > features.max() / mag_thres;
   if (line && used.to(torch::kFloat64).mean().item<double>() < 0.01)
-    spdlog::warn("{}: utterance '{}': less than 1% of the time-frequency bins are active",
+    logger().warn("{}: utterance '{}': less than 1% of the time-frequency bins are active",
                  line->origin, line->utterance);
   return used;
 }

@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 #include "nabu/processing/database_section.h"
@@ -33,7 +35,7 @@ std::vector<std::string> keep_selected(const std::vector<std::string>& order,
       kept.push_back(name);
       continue;
     }
-    spdlog::info("[{}]: skipped: {}", name,
+    logger().info("[{}]: skipped: {}", name,
                  choice.sections.empty()
                      ? "no task of this recipe uses it (--all-sections prepares every section)"
                      : "not named by --section");
@@ -74,7 +76,7 @@ std::set<std::string> sections_for_tasks(const Recipe& recipe, const SectionChoi
   std::vector<std::string> pending;
   for (const auto& [name, where] : choice.used_sections) {
     if (!database.has_section(name)) continue;  // nabu check reports it
-    if (log) spdlog::info("[{}]: used by {}", name, join(where, ", "));
+    if (log) logger().info("[{}]: used by {}", name, join(where, ", "));
     if (selected.insert(name).second) pending.push_back(name);
   }
   // The sections that compute the statistics the used ones normalise with, transitively.
@@ -86,14 +88,14 @@ std::set<std::string> sections_for_tasks(const Recipe& recipe, const SectionChoi
             database, section, read_database_section(section, database).label2index_dir))
       if (selected.insert(numbering->name()).second) {
         if (log)
-          spdlog::info("[{}]: numbers the labels of [{}]", numbering->name(), section.name());
+          logger().info("[{}]: numbers the labels of [{}]", numbering->name(), section.name());
         pending.push_back(numbering->name());
       }
     if (!needs_statistics(recipe, section)) continue;
     if (const ConfigSection* producer = statistics_producer(recipe, section))
       if (selected.insert(producer->name()).second) {
         if (log)
-          spdlog::info("[{}]: computes the statistics of [{}]", producer->name(), section.name());
+          logger().info("[{}]: computes the statistics of [{}]", producer->name(), section.name());
         pending.push_back(producer->name());
       }
   }

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/progress.h"
@@ -117,7 +119,7 @@ std::map<std::string, std::vector<Recording>> read_recordings(const fs::path& ro
   }
   for (const auto& [speaker, recordings] : by_speaker)
     if (recordings.size() == 1)
-      spdlog::warn("{}/{}: one recording ({}): the speaker enters few mixtures and is hardly "
+      logger().warn("{}/{}: one recording ({}): the speaker enters few mixtures and is hardly "
                    "trained on or tested; add recordings or move the folder out",
                    corpus, speaker, recordings.front().path.filename().string());
   if (problems.size() > 0) {
@@ -150,10 +152,10 @@ void report_split(const std::string& corpus,
   for (const char* split : {"tr", "cv", "tt"}) {
     auto names = speakers.at(split);
     std::sort(names.begin(), names.end());
-    spdlog::info("prepare: {} {}: {} speaker(s): {}", corpus, split, names.size(),
+    logger().info("prepare: {} {}: {} speaker(s): {}", corpus, split, names.size(),
                  join(names, " "));
     if (names.size() < 3)
-      spdlog::warn("prepare: {} {} holds {} speakers: every {} mixture is of the same pair, so "
+      logger().warn("prepare: {} {} holds {} speakers: every {} mixture is of the same pair, so "
                    "its figures measure that pair, not the model; {}",
                    corpus, split, names.size(), split,
                    std::string(split) == "tr"
@@ -247,7 +249,7 @@ std::vector<PreparedVariant> prepare_speaker_corpus(const SpeakerCorpusOptions& 
   std::error_code ec;
   if (fs::exists(tree, ec)) fs::remove_all(tree, ec);
   staged.commit();
-  spdlog::info("prepare: {} speakers: {} in tr, {} in cv, {} in tt; mixtures in {}", speakers,
+  logger().info("prepare: {} speakers: {} in tr, {} in cv, {} in tt; mixtures in {}", speakers,
                speakers - cv - tt, cv, tt, tree.string());
 
   prepare.kind = "folder";

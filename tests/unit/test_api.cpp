@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "nabu/separator.h"
 #include "test_helpers.h"
@@ -53,7 +54,26 @@ TEST_F(TrainingRun, ApiSeparatesAsNabuSeparateFromAnExperimentAndItsExportedFile
 
   api::SeparatorOptions options;
   options.threads = 1;
+  // The library writes nothing to the application's stdout: its info lines ("model: ...") only
+  // when asked, to the callback.
+  std::vector<std::string> lines;
+  api::SeparatorOptions told = options;
+  told.log_level = "info";
+  told.log = [&](const std::string& level, const std::string& message) {
+    lines.push_back(level + ": " + message);
+  };
+  api::Separator::from_experiment((dir_ / "exp_api").string(), told);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front().rfind("info: model: ", 0), 0u) << lines.front();
+  ::testing::internal::CaptureStdout();
   auto from_experiment = api::Separator::from_experiment((dir_ / "exp_api").string(), options);
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(printed, "");
+  EXPECT_THROW(api::Separator::from_exported("x.pt", [] {
+    api::SeparatorOptions bad;
+    bad.log_level = "loud";
+    return bad;
+  }()), std::runtime_error);
   auto from_file = api::Separator::from_exported((dir_ / "api.pt").string(), options);
   EXPECT_EQ(from_experiment.sample_rate(), 8000);
   EXPECT_EQ(from_file.speakers(), 2);
@@ -159,6 +179,26 @@ TEST_F(TrainingRun, ExampleBuildsAgainstTheInstalledPackageAndSeparatesAFile) {
       EXPECT_EQ(match[1].str().find_first_of("/."), std::string::npos) << line;
     }
   }
+
+  // libnabu exports the API and nothing else of Nabu: every defined dynamic symbol that names
+  // nabu names nabu::api; it is versioned (libnabu.so.<major>.<minor>) and says its version.
+  auto symbols = run_shell("nm -D --defined-only -C prefix/lib/libnabu.so", dir_.path());
+  ASSERT_EQ(symbols.exit_code, 0) << symbols.output;
+  int api_symbols = 0;
+  std::istringstream lines(symbols.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("nabu::") == std::string::npos) continue;
+    EXPECT_NE(line.find("nabu::api::"), std::string::npos) << line;
+    ++api_symbols;
+  }
+  EXPECT_GT(api_symbols, 10) << symbols.output;
+  EXPECT_EQ(symbols.output.find("nabu::TrainedExperiment"), std::string::npos);
+  const std::string version = api::version();
+  EXPECT_NE(run_nabu("--version", dir_.path()).output.find("nabu " + version + " "),
+            std::string::npos);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "prefix/lib/libnabu.so"));
+  EXPECT_EQ(fs::read_symlink(dir_ / "prefix/lib/libnabu.so").string(),
+            "libnabu.so." + version.substr(0, version.rfind('.')));
 
   auto configured = run_shell("cmake -S '" + (source_dir() / "examples/separate_file").string() +
                                   "' -B example -DCMAKE_PREFIX_PATH=" + (dir_ / "prefix").string() +

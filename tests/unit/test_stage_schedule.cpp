@@ -2,9 +2,13 @@
 // through updates the way the stage loop does and records what the schedule answered.
 #include <gtest/gtest.h>
 
+#include <deque>
+#include <type_traits>
 #include <vector>
 
+#include "nabu/neuralnetworks/trainers/checkpoint.h"
 #include "nabu/neuralnetworks/trainers/stage_schedule.h"
+#include "test_helpers.h"
 
 using namespace nabu;
 
@@ -206,4 +210,63 @@ TEST(StageSchedule, ExportsKeptCheckpointsProgressAndProfile) {
   EXPECT_TRUE(schedule.profile_ends(5));
   StageScheduleSettings off;
   EXPECT_FALSE(StageSchedule(off).profile_starts(0));
+}
+
+namespace {
+
+// Gives every saved field of a state its own value (k-th field: k + 0.5, or k for integers), or
+// lists the fields' keys and values.
+struct NumberFields {
+  double next = 1;
+  std::vector<std::pair<std::string, double>>* seen = nullptr;
+  template <typename Number>
+  void number(const std::string& key, Number& value) {
+    if (seen) {
+      seen->emplace_back(key, static_cast<double>(value));
+    } else {
+      value = static_cast<Number>(next + (std::is_integral<Number>::value ? 0.0 : 0.5));
+      next += 1;
+    }
+  }
+  void operator()(const std::string& key, int64_t& value, bool) { number(key, value); }
+  void operator()(const std::string& key, int& value, bool) { number(key, value); }
+  void operator()(const std::string& key, double& value, bool) { number(key, value); }
+  void operator()(const std::string& key, std::deque<double>& values, bool) {
+    if (!seen) values = {next++, next++};
+    for (double v : values) if (seen) seen->emplace_back(key, v);
+  }
+  void operator()(const std::string& key, std::vector<nabu::ValidationTrack>& tracks, bool) {
+    if (!seen) tracks.resize(2);
+    for (std::size_t i = 0; i < tracks.size(); ++i)
+      tracks[i].for_each_saved([&](const std::string& field, auto& value, bool required) {
+        (*this)(key + std::to_string(i) + "/" + field, value, required);
+      });
+  }
+};
+
+}  // namespace
+
+// StageState's one list of saved fields is what a checkpoint holds: every field written comes
+// back with its value, and the fields of this run only do not.
+TEST(StageState, EveryFieldOfItsListComesBackFromACheckpoint) {
+  nabu::testing::TempDir dir;
+  nabu::TrainingCheckpoint checkpoint;
+  checkpoint.stage = "100";
+  checkpoint.rng_state = nabu::rng_state();
+  checkpoint.state.for_each_saved(NumberFields{});
+  checkpoint.state.run_start = 7;
+  checkpoint.state.validated_in_run = 9;
+  nabu::save_checkpoint(dir / "c.pt", checkpoint, {});
+  const auto loaded = nabu::load_checkpoint(dir / "c.pt", {});
+  std::vector<std::pair<std::string, double>> written, read;
+  NumberFields list_written, list_read;
+  list_written.seen = &written;
+  list_read.seen = &read;
+  checkpoint.state.for_each_saved(list_written);
+  nabu::StageState copy = loaded.state;
+  copy.for_each_saved(list_read);
+  EXPECT_EQ(read, written);
+  EXPECT_GE(written.size(), 15u);  // 7 fields, 2 tracks of 3 fields and 2 relative values each
+  EXPECT_EQ(loaded.state.run_start, 0);
+  EXPECT_EQ(loaded.state.validated_in_run, -1);
 }

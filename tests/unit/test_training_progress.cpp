@@ -16,15 +16,18 @@ using namespace nabu::testing;
 
 namespace {
 
-// The lines the default logger prints while `action` runs.
+// The lines Nabu's logger prints at level info while `action` runs.
 std::string logged(const std::function<void()>& action) {
   std::ostringstream out;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
   sink->set_pattern("%v");
-  auto& sinks = spdlog::default_logger()->sinks();
+  auto& sinks = nabu::logger().sinks();
+  const auto level = nabu::logger().level();
+  nabu::logger().set_level(spdlog::level::info);
   sinks.push_back(sink);
   action();
   sinks.pop_back();
+  nabu::logger().set_level(level);
   return out.str();
 }
 
@@ -63,15 +66,15 @@ TEST(TrainingProgress, CountsUpToTheMaxStepsCapNotTheEpochTotal) {
 // run.log as it is printed (`tail -f`), and a process killed by SIGKILL leaves its last lines.
 TEST(RunLog, EachLineIsInTheFileAsItIsLogged) {
   TempDir dir;
-  auto logger = spdlog::default_logger();
-  const auto sinks = logger->sinks();
+  auto& logger = nabu::logger();
+  const auto sinks = logger.sinks();
   log_to_file(dir / "run.log");
-  spdlog::warn("the first line");
+  logger.warn("the first line");
   std::string first = read_text(dir / "run.log");
-  spdlog::warn("the second line");
+  logger.warn("the second line");
   std::string second = read_text(dir / "run.log");
-  logger->sinks() = sinks;  // the test binary's console logger again
-  logger->flush_on(spdlog::level::off);
+  logger.sinks() = sinks;  // the test binary's console logger again
+  logger.flush_on(spdlog::level::off);
   EXPECT_NE(first.find("[warning] the first line"), std::string::npos) << first;
   EXPECT_NE(second.find("the second line"), std::string::npos) << second;
 }

@@ -18,7 +18,7 @@ int cmd_check(const std::vector<std::string>& args) {
   po::options_description description("Options");
   add_common_options(description, common,
                      "");
-  description.add_options()("quiet,q", po::bool_switch(&quiet), "print only problems");
+  description.add_options()("quiet,q", switch_value(&quiet), "print only problems");
   po::positional_options_description positional = recipe_positional();
   if (!parse_command_line("check",
                           "Checks a recipe without running it: syntax, required files and keys,\n"

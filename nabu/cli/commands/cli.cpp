@@ -4,6 +4,8 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cctype>
+#include <limits>
 #include <csignal>
 #include <iostream>
 #include <thread>
@@ -63,7 +65,41 @@ std::vector<std::string> hyphenated(const std::vector<std::string>& args) {
   return out;
 }
 
+// A switch standing alone ("--resume") becomes "--resume=true": Boost would otherwise take
+// the next word as its value ("list --options decoder" reading "decoder" as the switch's value).
+std::vector<std::string> switches_explicit(std::vector<std::string> args,
+                                           const po::options_description& description) {
+  for (auto& arg : args) {
+    if (arg.rfind("--", 0) != 0 || arg.size() < 3 || arg.find('=') != std::string::npos) continue;
+    const auto* option = description.find_nothrow(arg.substr(2), false);
+    if (option && dynamic_cast<const po::typed_value<Switch>*>(option->semantic().get()))
+      arg += "=true";
+  }
+  return args;
+}
+
 }  // namespace
+
+// The positionals a usage line names after [options]: " [RECIPE]", " [ACTION] [OUT...]".
+std::string positional_usage(const po::positional_options_description* positional) {
+  if (!positional || positional->max_total_count() == 0) return "";
+  const unsigned total = positional->max_total_count();
+  const bool unbounded = total == std::numeric_limits<unsigned>::max();
+  std::vector<std::string> names;
+  for (unsigned i = 0; i < (unbounded ? 8u : total); ++i) names.push_back(positional->name_for_position(i));
+  std::string usage;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0 && names[i] == names[i - 1]) continue;
+    std::string name = names[i];
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+      return c == '-' ? '_' : static_cast<char>(std::toupper(c));
+    });
+    const bool repeats = unbounded && names.back() == names[i];
+    usage += " [" + name + (repeats ? "..." : "") + "]";
+    if (repeats) break;
+  }
+  return usage;
+}
 
 po::positional_options_description recipe_positional() {
   po::positional_options_description positional;
@@ -77,18 +113,18 @@ bool parse_command_line(const std::string& command, const std::string& summary,
   description.add_options()("help,h", "show this help");
   po::variables_map variables;
   try {
-    po::command_line_parser parser(hyphenated(args));
+    po::command_line_parser parser(switches_explicit(hyphenated(args), description));
     parser.options(description);
     if (positional) parser.positional(*positional);
     po::store(parser.run(), variables);
     if (variables.count("help")) {
-      std::cout << "Usage: nabu " << command << " [options]\n" << summary << "\n\n"
-                << description << "\n";
+      std::cout << "Usage: nabu " << command << " [options]" << positional_usage(positional)
+                << "\n" << summary << "\n\n" << description << "\n";
       return false;
     }
     po::notify(variables);
   } catch (const po::error& e) {
-    throw Error(std::string(e.what()) + " (see nabu " + command + " --help)");
+    throw UsageError(std::string(e.what()) + " (see nabu " + command + " --help)");
   }
   return true;
 }
@@ -96,7 +132,7 @@ bool parse_command_line(const std::string& command, const std::string& summary,
 void apply_common_options(const CommonOptions& options) {
   setup_logging(options.log_level);
   // Shown with --log-level=debug and by nabu --version: a line on every command would be noise.
-  if (auto note = take_openblas_restart_note(); !note.empty()) spdlog::debug(note);
+  if (auto note = take_openblas_restart_note(); !note.empty()) logger().debug(note);
   if (options.threads < 0) throw Error("--threads must be >= 0");
   int threads = options.threads > 0 ? options.threads
                                     : std::max(1u, std::thread::hardware_concurrency());
@@ -110,7 +146,7 @@ void add_recording_options(po::options_description& description,
   add_common_options(description, common, "the trained experiment (nabu train); it must exist");
   description.add_options()
       ("task", po::value(&options.task), task_help.c_str())
-      ("allow-early-testing", po::bool_switch(&options.early),
+      ("allow-early-testing", switch_value(&options.early),
        "use the latest validated checkpoint of a training that has not finished")
       ("model", po::value(&options.model)->default_value("final"),
        "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints);\n"
@@ -188,13 +224,24 @@ int for_each_recording(const RecordingOptions& options, const std::string& comma
 
 void require(const std::string& value, const std::string& option, const std::string& command) {
   if (value.empty())
-    throw Error("--" + option + " is required (see nabu " + command + " --help)");
+    throw UsageError("--" + option + " is required (see nabu " + command + " --help)");
 }
 
-bool parse_flag(const std::string& value, const std::string& option) {
-  if (value.empty() || value == "True" || value == "true" || value == "1") return true;
-  if (value == "False" || value == "false" || value == "0") return false;
-  throw Error("--" + option + "=" + shorten(value) + ": expected True or False");
+void validate(boost::any& value, const std::vector<std::string>& tokens, Switch*, int) {
+  const std::string text = po::validators::get_single_string(tokens, true);
+  if (text.empty() || text == "True" || text == "true" || text == "1")
+    value = Switch{true};
+  else if (text == "False" || text == "false" || text == "0")
+    value = Switch{false};
+  else
+    throw po::invalid_option_value(text);  // "the argument ('x') for option '--y' is invalid"
+}
+
+po::typed_value<Switch>* switch_value(bool* target) {
+  return po::value<Switch>()
+      ->implicit_value(Switch{true}, "true")
+      ->default_value(Switch{*target}, *target ? "true" : "false")
+      ->notifier([target](const Switch& value) { *target = value.on; });
 }
 
 namespace {
@@ -233,8 +280,8 @@ const std::vector<CommandInfo>& commands() {
       {"separate", cmd_separate, "separate new mixtures with a trained model"},
       {"recognize", cmd_recognize, "print the labels a trained sequence task hears in recordings"},
       {"export", cmd_export, "write a trained separation model as one TorchScript or ONNX file"},
-      {"list", cmd_list, "list the registered components (models, losses, ...)"},
-      {"models", cmd_models, "list the shipped trained models (nabu separate --model=<name>)"},
+      {"list", cmd_list, "list the registered components (models, losses, ...); list models: the shipped ones"},
+      {"models", cmd_models, "the shipped trained models (nabu separate --model=<name>): nabu list models"},
   };
   return table;
 }
@@ -245,6 +292,9 @@ int run_main(int argc, char** argv) {
   // of killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);
   keep_freed_buffers_for_reuse();
+  // The program's lines: info and above on stderr until a command's --log-level says otherwise
+  // (the library alone logs only warnings).
+  setup_logging("info");
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     print_usage();
@@ -260,6 +310,10 @@ int run_main(int argc, char** argv) {
     if (name != info.name) continue;
     try {
       return info.run(args);
+    } catch (const UsageError& usage) {
+      logger().flush();
+      std::cerr << "nabu " << name << ": error: " << usage.what() << std::endl;
+      return 2;
     } catch (const Interrupted& interrupted) {
       spdlog::shutdown();
       std::cerr << "nabu " << name << ": " << interrupted.what() << std::endl;
@@ -278,7 +332,7 @@ int run_main(int argc, char** argv) {
   for (const auto& info : commands()) names.push_back(info.name);
   std::cerr << "nabu: unknown command '" << name << "'" << did_you_mean(name, names)
             << "; commands: " << join(names, ", ") << std::endl;
-  return 1;
+  return 2;
 }
 
 }  // namespace nabu::cli

@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 
 #include "nabu/core/config.h"
+#include "nabu/core/error.h"
 #include "nabu/core/recipe.h"
 
 namespace nabu::cli {
@@ -45,8 +46,19 @@ void add_device_option(po::options_description& description, std::string& device
                        const std::string& default_value, const std::string& help);
 // Throws if a required option was not given.
 void require(const std::string& value, const std::string& option, const std::string& command);
-// "True"/"true"/"1"/"" (bare flag) -> true; "False"/"false"/"0" -> false; else an error.
-bool parse_flag(const std::string& value, const std::string& option);
+// A switch of every command: `--flag` alone is true, and `--flag=true|false` (True, False, 1, 0:
+// the original's scripts write --allow_early_testing=True) also works.
+struct Switch {
+  bool on = false;
+};
+void validate(boost::any& value, const std::vector<std::string>& tokens, Switch*, int);
+po::typed_value<Switch>* switch_value(bool* target);
+
+// A command line that cannot be taken (an unknown or malformed flag, a required one missing):
+// `nabu` exits with status 2, as for a usage error, where a failure exits with 1.
+struct UsageError : Error {
+  using Error::Error;
+};
 
 // What the commands that apply a trained experiment to recordings share (separate, recognize):
 // the task and model, the channel, and the recording files (also positional).

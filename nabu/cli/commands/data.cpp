@@ -23,7 +23,7 @@ int cmd_data(const std::vector<std::string>& args) {
        "utterances processed in parallel (0 = --threads, or all cores)")
       ("section", po::value(&options.sections)->composing(),
        "prepare only this database.conf section (repeatable)")
-      ("all-sections", po::bool_switch(&all_sections),
+      ("all-sections", switch_value(&all_sections),
        "prepare every section with preprocess = True, as the original does, also those no\n"
        "task of this recipe uses");
   po::positional_options_description positional = recipe_positional();
@@ -47,7 +47,7 @@ int cmd_data(const std::vector<std::string>& args) {
   log_to_file(ExperimentLayout{common.expdir}.log());
   if (options.workers == 0) options.workers = common.threads;
   auto recipe = Recipe::load(common.recipe, common.overrides());
-  for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
+  for (const auto& warning : recipe.warnings()) logger().warn("{}", warning);
   if (all_sections && !options.sections.empty())
     throw Error("--all-sections and --section exclude each other");
   // A recipe of data alone (no task files yet) prepares every section.
@@ -66,7 +66,7 @@ int cmd_data(const std::vector<std::string>& args) {
     audio += summary.audio_seconds;
     wall += summary.wall_seconds;
   }
-  spdlog::info("data: {} section(s) prepared, {} already complete; {:.0f} s of audio in {:.1f} s",
+  logger().info("data: {} section(s) prepared, {} already complete; {:.0f} s of audio in {:.1f} s",
                prepared, summaries.size() - prepared, audio, wall);
   return 0;
 }

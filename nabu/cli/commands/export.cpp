@@ -21,7 +21,7 @@ int cmd_export(const std::vector<std::string>& args) {
        "final: the full stage's model.pt; avg: its model_avg.pt (average_checkpoints);\n"
        "step<N>: the model of update N (export_every); avg<A>-<B>: the mean of the exports\n"
        "of updates A to B")
-      ("allow-early-testing", po::bool_switch(&request.early),
+      ("allow-early-testing", switch_value(&request.early),
        "export the latest validated checkpoint of a training that has not finished")
       ("format", po::value(&request.format)->default_value("torchscript"),
        "torchscript, or onnx (opset 17, the same models: input `waveform` [batch, samples],\n"

@@ -11,19 +11,25 @@
 namespace nabu::cli {
 
 int cmd_list(const std::vector<std::string>& args) {
+  // `nabu list models`: the shipped trained models (`nabu models` is the older name).
+  if (!args.empty() && args.front() == "models")
+    return cmd_models(std::vector<std::string>(args.begin() + 1, args.end()));
   std::string family, write_defaults;
   bool with_options = false;
   po::options_description description("Options");
   description.add_options()
       ("family", po::value(&family), "only this family (architecture, loss_type, processor, ...)")
-      ("options", po::bool_switch(&with_options),
+      ("options", switch_value(&with_options),
        "also list each component's config keys with defaults and help")
       ("write-defaults", po::value(&write_defaults),
        "write DIR/<family>/<name>.cfg: one documented INI per component with every key and its\n"
        "default (the repository keeps them in config/defaults)");
   po::positional_options_description positional;
   positional.add("family", 1);
-  if (!parse_command_line("list", "Lists the registered components.", args, description,
+  if (!parse_command_line("list",
+                          "Lists the registered components (nabu list models: the shipped "
+                          "trained models).",
+                          args, description,
                           &positional))
     return 0;
   if (!write_defaults.empty()) {

@@ -11,7 +11,7 @@ namespace nabu::cli {
 
 int cmd_models(const std::vector<std::string>& args) {
   po::options_description description("Options");
-  if (!parse_command_line("models",
+  if (!parse_command_line("list models",
                           "Lists the trained models shipped with Nabu: separate with one, no "
                           "training needed,\nwith nabu separate --model=<name> --out=DIR "
                           "recording.wav (without --model: the default\nfor the recording's "

@@ -111,7 +111,7 @@ std::vector<PreparedVariant> run_prepare(PrepareFlags& flags) {
 // Per variant, its log line and a table of its splits.
 void print_prepared(const std::vector<PreparedVariant>& prepared) {
   for (const auto& variant : prepared) {
-    spdlog::info("prepare: {} {}/{} ({} Hz, {} speakers per mixture) -> {}", variant.corpus,
+    logger().info("prepare: {} {}/{} ({} Hz, {} speakers per mixture) -> {}", variant.corpus,
                  variant.rate_folder, variant.mode, variant.sample_rate,
                  variant.speakers_per_mixture, variant.out.string());
     std::printf("%-10s %12s %8s %9s\n", "split", "utterances", "hours", "speakers");

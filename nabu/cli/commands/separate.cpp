@@ -13,6 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/cli/commands/cli.h"
 #include "nabu/cli/commands/separate_stream.h"
 #include "nabu/core/cpu_features.h"
@@ -64,7 +66,7 @@ int separate_stream(TaskSeparation& separation, const std::string& out, double p
     std::sort(compute.begin(), compute.end());
     const double median = compute.empty() ? 0.0 : compute[compute.size() / 2];
     const double piece_seconds = static_cast<double>(report.piece_samples) / report.sample_rate;
-    spdlog::info("streamed {:.1f} s in {} pieces: median compute {:.3f} ms per {:.1f} ms piece "
+    logger().info("streamed {:.1f} s in {} pieces: median compute {:.3f} ms per {:.1f} ms piece "
                  "(real-time factor {:.3f}), slowest {:.3f} ms",
                  static_cast<double>(report.samples) / report.sample_rate, compute.size(),
                  1000.0 * median, 1000.0 * piece_seconds, median / piece_seconds,
@@ -84,7 +86,7 @@ Precision separation_precision(const std::string& name, const c10::Device& devic
   const Precision precision = parse_precision(name, "--precision");
   check_precision(precision, device, "--precision");
   const std::string slow = bf16_speed_warning(precision, device, cpu_flags());
-  if (!slow.empty()) spdlog::warn(slow);
+  if (!slow.empty()) logger().warn(slow);
   return precision;
 }
 
@@ -116,11 +118,11 @@ int separate_files(const ModelChooser& choose, const RecordingOptions& recording
       const std::string& name = names.at(index++);  // in the order of the recordings
       const ChosenModel chosen = choose(path);
       auto report = separate_file(*chosen.model, path, out, name, options);
-      spdlog::info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
+      logger().info("{}: {:.1f} s, {} Hz, {} channel(s) -> {} Hz, {:.3f}x real time", path,
                    report.audio_seconds, report.input_rate, report.channels, report.output_rate,
                    report.wall_seconds / std::max(report.audio_seconds, 1e-9));
       for (const auto& caution : separation_cautions(report.output_pitch, chosen.weak))
-        spdlog::warn("{}: {}", path, caution.message);
+        logger().warn("{}: {}", path, caution.message);
       for (const auto& output : report.outputs) std::cout << output.string() << "\n";
     });
   } catch (const SeparationInterrupted& interrupted) {
@@ -143,7 +145,7 @@ int separate_with_defaults(const RecordingOptions& recordings, const std::string
     auto found = loaded.find(shipped.name);
     if (found == loaded.end()) {
       auto exported = std::make_unique<ExportedSeparator>(shipped.file);
-      spdlog::info("model: {} ({} Hz, {} speakers), the default for recordings {}", shipped.name,
+      logger().info("model: {} ({} Hz, {} speakers), the default for recordings {}", shipped.name,
                    exported->sample_rate(), exported->speakers(),
                    shipped.default_from_rate > 0
                        ? "at " + std::to_string(shipped.default_from_rate) + " Hz and above"
@@ -195,7 +197,7 @@ int separate_with_exported(const CommonOptions& common, const RecordingOptions& 
   apply_common_options(common);
   const std::filesystem::path file = exported_model_file(name, "--model");
   ExportedSeparator exported(file);
-  spdlog::info("model: {} ({} Hz, {} speakers)", file.string(), exported.sample_rate(),
+  logger().info("model: {} ({} Hz, {} speakers)", file.string(), exported.sample_rate(),
                exported.speakers());
   const ChunkModel model = exported.chunk_model();
   check_chunk_options(options.chunks, model.frame_length, model.sample_rate);
@@ -226,14 +228,14 @@ void add_separate_flags(po::options_description& description, SeparateFlags& fla
       ("precision", po::value(&flags.precision)->default_value("fp32"),
        "fp32, or bf16 (autocast: the matrix products, convolutions and LSTMs in bfloat16; on\n"
        "a CPU with avx512_bf16 or AMX), or fp16 (CUDA devices only)")
-      ("stream", po::bool_switch(&flags.stream),
+      ("stream", switch_value(&flags.stream),
        "separate 16-bit mono PCM from stdin at the model's rate, piece by piece, into\n"
        "<out>/s1.pcm, s2.pcm, ... (16-bit; named pipes made with mkfifo are written as the\n"
        "pieces come): causal models only (conv_tasnet with causal = True)")
       ("stream-ms", po::value(&flags.piece_ms)->default_value(20.0),
        "with --stream: milliseconds of input per piece (the latency is this plus the model's\n"
        "lookahead, half its kernel)")
-      ("keep-model-rate", po::bool_switch(&options.keep_model_rate),
+      ("keep-model-rate", switch_value(&options.keep_model_rate),
        "write the outputs at the model's sample rate instead of the input's")
       ("near-pitch-semitones", po::value(&flags.near_pitch_semitones)->default_value(-1.0),
        "say when two outputs' median pitches lie fewer than this many semitones apart (voices\n"

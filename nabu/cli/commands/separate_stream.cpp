@@ -6,6 +6,8 @@
 #include "nabu/cli/commands/separate_stream.h"
 
 #include <spdlog/spdlog.h>
+
+#include "nabu/core/logging.h"
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,7 +94,7 @@ StreamReport stream_separation(TaskSeparation& separation, const StreamRequest& 
   for (int s = 1; s <= stream.speakers(); ++s)
     outputs.push_back(
         std::make_unique<PcmOutput>(request.out / ("s" + std::to_string(s) + ".pcm")));
-  spdlog::info(
+  logger().info(
       "streaming 16-bit mono PCM at {} Hz from stdin in pieces of {} samples ({} ms); "
       "algorithmic latency {:.2f} ms (the piece and the model's {} samples of lookahead)",
       rate, piece, request.piece_ms, 1000.0 * (piece + stream.lookahead()) / rate,

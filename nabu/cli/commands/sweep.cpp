@@ -21,7 +21,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
        "independent runs per block (<name>_dupl<i>), as the original")
       ("duplicates-ind-offset", po::value(&sweep.duplicates_offset)->default_value(0),
        "first duplicate index")
-      ("deterministic", po::bool_switch(&sweep.run.deterministic), "deterministic algorithms")
+      ("deterministic", switch_value(&sweep.run.deterministic), "deterministic algorithms")
       ("max-steps", po::value(&max_steps)->default_value("-1"),
        "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
        "trainer.cfg's max_steps (-1 = not given: that key applies)");

@@ -61,7 +61,7 @@ int test_exported(const CommonOptions& common, TestRunOptions options, const std
   const fs::path expdir = common.expdir;
   ensure_directory(expdir);
   log_to_file(ExperimentLayout{expdir}.log());
-  spdlog::info("model: {} ({} Hz, {} speakers), test lists of {}", file.string(),
+  logger().info("model: {} ({} Hz, {} speakers), test lists of {}", file.string(),
                model.sample_rate, model.speakers, common.recipe);
   options.on_summary = [](const std::string& summary) { std::cout << summary << std::flush; };
   run_exported_test(recipe, model, expdir, options);
@@ -73,13 +73,13 @@ int test_exported(const CommonOptions& common, TestRunOptions options, const std
 int cmd_test(const std::vector<std::string>& args) {
   CommonOptions common;
   TestRunOptions options;
-  std::string early;
+  bool early = false;
   po::options_description description("Options");
   add_common_options(description, common,
                      "the trained experiment (nabu train); it must exist");
   description.add_options()
       ("task", po::value(&options.task), "test only this task (default: [evaluator] tasks)")
-      ("allow-early-testing", po::value(&early)->implicit_value("True"),
+      ("allow-early-testing", switch_value(&early),
        "test the latest validated model of a training that has not finished")
       ("max-utterances", po::value(&options.max_utterances)->default_value(-1),
        "reconstruct and score at most this many utterances per task (-1 = all; results in\n"
@@ -115,7 +115,7 @@ int cmd_test(const std::vector<std::string>& args) {
           args, description))
     return 0;
   require(common.expdir, "expdir", "test");
-  options.allow_early_testing = !early.empty() && parse_flag(early, "allow-early-testing");
+  options.allow_early_testing = early;
   if (options.chunk_seconds < 0) throw Error("--chunk-seconds must not be negative");
   if (!is_experiment_model(options.model)) return test_exported(common, options, device);
   apply_common_options(common);

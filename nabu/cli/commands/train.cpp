@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/cli/commands/cli.h"
 #include "nabu/core/device.h"
 #include "nabu/core/error.h"
@@ -49,7 +51,7 @@ int run_in_workers(const std::vector<std::string>& args, int workers, int thread
     launch.arguments.push_back("--threads=" + std::to_string(per_worker));
     launch.restart_arguments.push_back("--threads=" + std::to_string(per_worker));
     if (workers > 1)
-      spdlog::info("starting {} local workers with {} thread(s) each", workers, per_worker);
+      logger().info("starting {} local workers with {} thread(s) each", workers, per_worker);
   }
   launch.position = [expdir] { return training_position(expdir); };
   launch.log_file = ExperimentLayout{expdir}.log().string();
@@ -60,7 +62,8 @@ int run_in_workers(const std::vector<std::string>& args, int workers, int thread
 struct TrainFlags {
   CommonOptions common;
   TrainingRunOptions run;
-  std::string resume, max_steps, precision;
+  std::string max_steps, precision;
+  bool resume = false;
   int workers = 1, max_restarts = 0;
 };
 
@@ -69,13 +72,13 @@ void add_train_options(po::options_description& description, TrainFlags& flags) 
       description, flags.common,
       "the experiment: created if missing; with --resume, the experiment to continue");
   description.add_options()
-      ("resume", po::value(&flags.resume)->implicit_value("True"),
+      ("resume", switch_value(&flags.resume),
        "continue the experiment in --expdir from its latest checkpoint (else latest.pt.prev,\n"
        "else validated.pt), at the exact step, with the --seed, --max-steps and --deterministic\n"
        "of its first run; the same --set values may be given again")
-      ("overwrite", po::bool_switch(&flags.run.overwrite),
+      ("overwrite", switch_value(&flags.run.overwrite),
        "start over in an --expdir that already holds a training")
-      ("deterministic", po::bool_switch(&flags.run.deterministic),
+      ("deterministic", switch_value(&flags.run.deterministic),
        "deterministic algorithms: two runs with the same seed and threads are bit-identical")
       ("max-steps", po::value(&flags.max_steps)->default_value("-1"),
        "stop every stage after this many updates; one value per stage: 700,50; replaces\n"
@@ -144,7 +147,7 @@ int run_train(const std::vector<std::string>& args, TrainFlags& flags) {
   }
   if (!flags.precision.empty())
     common.sets.push_back("trainer.cfg:trainer:precision=" + flags.precision);
-  run.resume = !flags.resume.empty() && parse_flag(flags.resume, "resume");
+  run.resume = flags.resume;
   if (!run.resume) require(common.recipe, "recipe", "train");
   apply_common_options(common);
   run.recipe = common.recipe;

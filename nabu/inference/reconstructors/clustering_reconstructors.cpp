@@ -2,6 +2,8 @@
 // deepclustering (and deepclustering_flat), deepattractornet and deepclusteringnoise.
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include <cmath>
 
 #include "nabu/core/error.h"
@@ -117,7 +119,7 @@ class ClusteringReconstructor : public Reconstructor {
   torch::Tensor used_points(const torch::Tensor& points, const torch::Tensor& used) const {
     auto selected = points.index({used.reshape({-1})});
     if (selected.size(0) > 0) return selected;
-    spdlog::warn("{}: no used bin in this utterance; clustering all bins", where_);
+    logger().warn("{}: no used bin in this utterance; clustering all bins", where_);
     return points;
   }
 

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
 
@@ -139,7 +141,7 @@ TaskLossEvaluator::TaskLossEvaluator(const EvaluatorContext& context)
       sets_.push_back({set, set.weight / first_weight, std::move(pipeline)});
     }
     if (num_batches_ > 0 || shrunk || smallest <= 0) break;
-    spdlog::info("{}: batch_size {} ({}) is larger than the {} examples available; they are "
+    logger().info("{}: batch_size {} ({}) is larger than the {} examples available; they are "
                  "evaluated in one batch of {}",
                  what, spec_.batch_size, batch_size_origin(section, context.evaluator), smallest,
                  smallest);

@@ -2,6 +2,8 @@
 // with a temporal convolution network of dilated depthwise blocks estimating the masks.
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include <optional>
 
 #include "nabu/core/onnx.h"
@@ -115,7 +117,7 @@ class ConvTasNetModel : public WaveformMaskModel {
     std::optional<c10::impl::ExcludeDispatchKeyGuard> no_autocast;
     if (on_cpu) {
       if (cpu_autocast_in_bf16() && !said_fp32_) {
-        spdlog::info("{}: conv_tasnet computes in fp32 on the CPU whatever the precision (its "
+        logger().info("{}: conv_tasnet computes in fp32 on the CPU whatever the precision (its "
                      "bf16 was slower there: docs/results.md)",
                      describe());
         said_fp32_ = true;

@@ -27,6 +27,64 @@ double read_double(torch::serialize::InputArchive& archive, const std::string& k
   return tensor.item<double>();
 }
 
+// StageState::for_each_saved's visitors: one writes every field under its key, the other reads
+// it back (a field that is not required reads as 0 when the checkpoint predates it).
+struct StateWriter {
+  torch::serialize::OutputArchive& archive;
+  void operator()(const std::string& key, int64_t& value, bool) { archive.write(key, scalar(value)); }
+  void operator()(const std::string& key, int& value, bool) {
+    archive.write(key, scalar(static_cast<int64_t>(value)));
+  }
+  void operator()(const std::string& key, double& value, bool) { archive.write(key, scalar(value)); }
+  void operator()(const std::string& key, std::deque<double>& values, bool) {
+    archive.write(key, torch::tensor(std::vector<double>(values.begin(), values.end()),
+                                     torch::kFloat64));
+  }
+  void operator()(const std::string& key, std::vector<ValidationTrack>& tracks, bool) {
+    archive.write(key, scalar(static_cast<int64_t>(tracks.size())));
+    for (std::size_t i = 0; i < tracks.size(); ++i)
+      tracks[i].for_each_saved([&](const std::string& field, auto& value, bool required) {
+        (*this)(track_key(i, field), value, required);
+      });
+  }
+  static std::string track_key(std::size_t i, const std::string& field) {
+    return "validation/track" + std::to_string(i) + "/" + field;
+  }
+};
+
+struct StateReader {
+  torch::serialize::InputArchive& archive;
+  torch::Tensor read(const std::string& key, bool required) {
+    torch::Tensor value;
+    if (required) {
+      archive.read(key, value);
+    } else if (!archive.try_read(key, value)) {
+      value = torch::zeros({1}, torch::kFloat64);
+    }
+    return value;
+  }
+  void operator()(const std::string& key, int64_t& value, bool required) {
+    value = required ? read_int(archive, key) : static_cast<int64_t>(read(key, false).item<double>());
+  }
+  void operator()(const std::string& key, int& value, bool required) {
+    value = static_cast<int>(read(key, required).item<int64_t>());
+  }
+  void operator()(const std::string& key, double& value, bool required) {
+    value = required ? read_double(archive, key) : read(key, false).item<double>();
+  }
+  void operator()(const std::string& key, std::deque<double>& values, bool required) {
+    auto tensor = read(key, required).to(torch::kFloat64).contiguous();
+    values.assign(tensor.data_ptr<double>(), tensor.data_ptr<double>() + tensor.numel());
+  }
+  void operator()(const std::string& key, std::vector<ValidationTrack>& tracks, bool) {
+    tracks.assign(static_cast<std::size_t>(read_int(archive, key)), ValidationTrack{});
+    for (std::size_t i = 0; i < tracks.size(); ++i)
+      tracks[i].for_each_saved([&](const std::string& field, auto& value, bool required) {
+        (*this)(StateWriter::track_key(i, field), value, required);
+      });
+  }
+};
+
 }  // namespace
 
 std::optional<std::filesystem::path> resumable_checkpoint(const StageLayout& stage,
@@ -77,27 +135,11 @@ void set_rng_state(const torch::Tensor& state, const torch::Device& device) {
 void save_checkpoint(const std::filesystem::path& path, const TrainingCheckpoint& checkpoint,
                      const std::vector<torch::optim::Optimizer*>& optimizers) {
   torch::serialize::OutputArchive archive;
-  archive.write("meta/step", scalar(checkpoint.state.step));
   archive.write("meta/num_steps", scalar(checkpoint.num_steps));
   archive.write("meta/finished", scalar(static_cast<int64_t>(checkpoint.finished)));
   archive.write("meta/stage", c10::IValue(checkpoint.stage));
-  archive.write("schedule/train_seconds", scalar(checkpoint.state.train_seconds));
-  archive.write("schedule/seconds_since_kept", scalar(checkpoint.state.seconds_since_kept));
-  const auto& validation = checkpoint.state.validation;
-  archive.write("validation/validated_step", scalar(validation.validated_step));
-  archive.write("validation/lr_factor", scalar(validation.lr_factor));
-  archive.write("validation/seconds_since", scalar(validation.seconds_since_validation));
-  archive.write("validation/count", scalar(validation.count));
-  archive.write("validation/tracks", scalar(static_cast<int64_t>(validation.tracks.size())));
-  for (std::size_t i = 0; i < validation.tracks.size(); ++i) {
-    const auto& track = validation.tracks[i];
-    std::string prefix = "validation/track" + std::to_string(i) + "/";
-    archive.write(prefix + "best", scalar(track.best));
-    archive.write(prefix + "previous", scalar(track.previous));
-    archive.write(prefix + "tries", scalar(static_cast<int64_t>(track.tries)));
-    std::vector<double> relative(track.relative.begin(), track.relative.end());
-    archive.write(prefix + "relative", torch::tensor(relative, torch::kFloat64));
-  }
+  StageState state = checkpoint.state;
+  state.for_each_saved(StateWriter{archive});
   std::vector<std::string> position_names;
   for (const auto& [name, position] : checkpoint.positions) {
     archive.write("positions/" + name, torch::tensor({position.epoch, position.batch}, torch::kLong));
@@ -152,37 +194,12 @@ TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
   try {
     torch::serialize::InputArchive archive;
     archive.load_from(path.string(), device);
-    checkpoint.state.step = read_int(archive, "meta/step");
     checkpoint.num_steps = read_int(archive, "meta/num_steps");
     checkpoint.finished = read_int(archive, "meta/finished") != 0;
     c10::IValue stage;
     archive.read("meta/stage", stage);
     checkpoint.stage = stage.toStringRef();
-    // Checkpoints written before a key existed read it as 0.
-    auto optional_double = [&](const std::string& key) {
-      torch::Tensor value;
-      return archive.try_read(key, value) ? value.item<double>() : 0.0;
-    };
-    checkpoint.state.train_seconds = optional_double("schedule/train_seconds");
-    checkpoint.state.seconds_since_kept = optional_double("schedule/seconds_since_kept");
-    auto& validation = checkpoint.state.validation;
-    validation.validated_step = read_int(archive, "validation/validated_step");
-    validation.lr_factor = read_double(archive, "validation/lr_factor");
-    validation.seconds_since_validation = optional_double("validation/seconds_since");
-    validation.count = static_cast<int64_t>(optional_double("validation/count"));
-    int64_t tracks = read_int(archive, "validation/tracks");
-    for (int64_t i = 0; i < tracks; ++i) {
-      std::string prefix = "validation/track" + std::to_string(i) + "/";
-      ValidationTrack track;
-      track.best = read_double(archive, prefix + "best");
-      track.previous = read_double(archive, prefix + "previous");
-      track.tries = static_cast<int>(read_int(archive, prefix + "tries"));
-      torch::Tensor relative;
-      archive.read(prefix + "relative", relative);
-      for (int64_t k = 0; k < relative.size(0); ++k)
-        track.relative.push_back(relative[k].item<double>());
-      validation.tracks.push_back(track);
-    }
+    checkpoint.state.for_each_saved(StateReader{archive});
     c10::IValue names;
     archive.read("positions/names", names);
     for (const auto& name : names.toListRef()) {
@@ -201,6 +218,10 @@ TrainingCheckpoint load_checkpoint(const std::filesystem::path& path,
     checkpoint.rng_state = checkpoint.rng_state.cpu();
     if (archive.try_read("rng_device", checkpoint.device_rng_state))
       checkpoint.device_rng_state = checkpoint.device_rng_state.cpu();
+    auto optional_double = [&](const std::string& key) {
+      torch::Tensor value;
+      return archive.try_read(key, value) ? value.item<double>() : 0.0;
+    };
     checkpoint.loss_scale = optional_double("precision/loss_scale");
     checkpoint.loss_scale_good_steps =
         static_cast<int64_t>(optional_double("precision/good_steps"));

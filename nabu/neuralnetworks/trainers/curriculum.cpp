@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
@@ -79,7 +81,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     if (stage.segment_length != "full" && fs::exists(layout.model()) &&
         has_checkpoint && load_checkpoint(*checkpoint, {}).finished) {
       if (chief)
-        spdlog::info("[{}] stage already trained ({}), skipped", stage.segment_length,
+        logger().info("[{}] stage already trained ({}), skipped", stage.segment_length,
                      layout.model().string());
       // An experiment trained before training_summary.json existed: the stage's step unknown.
       StageOutcome skipped;
@@ -105,6 +107,7 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     run.seed = settings.seed + i;
     run.resume = settings.resume || has_checkpoint;
     run.device = settings.device;
+    run.stop = settings.stop;
     // Each stage starts from the same seed, so a resumed run rebuilds the same models.
     torch::manual_seed(run.seed);
     StageContext context{recipe, options, stage, stage_dir, init, communicator, run};
@@ -127,10 +130,10 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
     }
   }
   if (!chief) return;
-  spdlog::info("training done; the final model is {}", experiment.final_model().string());
+  logger().info("training done; the final model is {}", experiment.final_model().string());
   // Repeated at the end, where a user looks (the stages' lines may have scrolled away); nabu
   // test and nabu separate --expdir repeat them from training_summary.json.
-  for (const auto& warning : summary.warnings()) spdlog::warn("{}", warning);
+  for (const auto& warning : summary.warnings()) logger().warn("{}", warning);
 }
 
 }  // namespace nabu

@@ -17,7 +17,10 @@
 
 namespace nabu {
 
+class StopRequest;
+
 struct CurriculumSettings {
+  const StopRequest* stop = nullptr;  // the run's (RunSettings::stop)
   uint64_t seed = 1234;  // stage i uses seed + i
   bool resume = false;   // continue stages from their latest checkpoint
   // --max-steps: one value for every stage or one per stage (-1 = the recipe's max_steps)

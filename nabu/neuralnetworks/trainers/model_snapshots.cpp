@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/error.h"
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
@@ -63,7 +65,7 @@ void ModelSnapshots::keep_checkpoint(const std::filesystem::path& checkpoint,
   auto kept = StageLayout{stage_dir_}.kept_dir() /
               (checkpoint.stem().string() + "_step" + std::to_string(step) + ".pt");
   write_file_atomic(kept, read_file(checkpoint));
-  spdlog::info("kept {}", kept.string());
+  logger().info("kept {}", kept.string());
 }
 
 int ModelSnapshots::write_average() const {

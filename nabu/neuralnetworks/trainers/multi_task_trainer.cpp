@@ -11,6 +11,8 @@
 #include <ATen/record_function.h>
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/interrupted.h"
@@ -20,7 +22,6 @@
 
 namespace nabu {
 
-volatile std::sig_atomic_t interrupt_requested = 0;
 
 TrainerRegistry& trainer_registry() {
   static TrainerRegistry registry("trainer");
@@ -87,7 +88,7 @@ void MultiTaskTrainer::build() {
   for (auto& task : tasks_) task->materialize();
   if (!init_model_.empty()) {
     auto report = bank_->load(init_model_, /*strict=*/false);
-    spdlog::info("initialised from {}: {}", init_model_.string(), report.summary());
+    logger().info("initialised from {}: {}", init_model_.string(), report.summary());
   }
   // Every rank starts from the chief's weights.
   if (communicator_.world_size() > 1) {
@@ -110,7 +111,7 @@ void MultiTaskTrainer::count_steps() {
     int64_t steps = steps_for_task(options_.schedule.num_epochs, task->num_examples(),
                                    stage_.batch_size, stage_.numbatches_to_aggregate,
                                    communicator_.world_size());
-    spdlog::info("task {}: {} examples per epoch, {} steps for {} epochs", task->name(),
+    logger().info("task {}: {} examples per epoch, {} steps for {} epochs", task->name(),
                  task->num_examples(), steps, options_.schedule.num_epochs);
     num_steps_ = num_steps_ < 0 ? steps : std::min(num_steps_, steps);
   }
@@ -122,7 +123,7 @@ void MultiTaskTrainer::count_steps() {
                       "; lower them or add data");
   const auto schedule = LearningRateSchedule::from(options_.learning_rate, stage_);
   if (schedule.kind == LearningRateSchedule::Kind::kCosine)
-    spdlog::info("learning rate: cosine from {} to {} over {} updates", schedule.initial,
+    logger().info("learning rate: cosine from {} to {} over {} updates", schedule.initial,
                  schedule.min, schedule.span(num_steps_));
 }
 
@@ -136,7 +137,7 @@ void MultiTaskTrainer::build_update(const ConfigSection& trainer_section) {
   }
   scaler_ = LossScaler(precision_ == Precision::kFp16);
   if (precision_ != Precision::kFp32)
-    spdlog::info("precision: {} autocast{}", precision_name(precision_),
+    logger().info("precision: {} autocast{}", precision_name(precision_),
                  scaler_.enabled() ? fmt::format(", loss scale {}", scaler_.scale()) : "");
   // Frozen parameters get no gradient and no optimizer state.
   auto named = bank_->named_parameters();
@@ -147,7 +148,7 @@ void MultiTaskTrainer::build_update(const ConfigSection& trainer_section) {
       if (std::find(frozen.begin(), frozen.end(), name) != frozen.end())
         tensors.push_back(parameter);
     for (auto& task : tasks_) task->exclude(tensors);
-    spdlog::info("frozen: {} parameter tensor(s): {}", frozen.size(), join(frozen, " "));
+    logger().info("frozen: {} parameter tensor(s): {}", frozen.size(), join(frozen, " "));
   }
   std::vector<ParameterUpdate::Task> update_tasks;
   for (std::size_t t = 0; t < tasks_.size(); ++t)
@@ -177,7 +178,7 @@ double MultiTaskTrainer::current_learning_rate() const {
 void MultiTaskTrainer::all_reduce_sums() {
   auto start = Clock::now();
   // The signal flag rides with the first task's sums: no collective of its own.
-  const double signalled = interrupt_requested ? 1 : 0;
+  const double signalled = stop_signal() ? 1 : 0;
   for (std::size_t t = 0; t < tasks_.size(); ++t) {
     auto& task = tasks_[t];
     std::vector<double> sums{task->loss_sum(), task->norm_sum()};
@@ -204,7 +205,7 @@ bool MultiTaskTrainer::gradients_finite() {
   if (!finite) {
     for (auto& task : tasks_)
       for (auto& gradient : task->gradients()) gradient = torch::Tensor();
-    spdlog::warn("step {}: fp16 loss or gradients overflowed at loss scale {}: update skipped, "
+    logger().warn("step {}: fp16 loss or gradients overflowed at loss scale {}: update skipped, "
                  "scale now {}", state_.step + 1, scale, scaler_.scale());
   }
   return finite;
@@ -271,21 +272,21 @@ void MultiTaskTrainer::write_histograms() {
                                             flat.data_ptr<double>() + flat.numel()));
   }
   progress_->histograms(state_.step, values);
-  spdlog::debug("[{}] histograms of {} parameter tensor(s) at step {} in {:.4f} s",
+  logger().debug("[{}] histograms of {} parameter tensor(s) at step {} in {:.4f} s",
                 stage_.segment_length, values.size(), state_.step, seconds_since(start));
 }
 
 bool MultiTaskTrainer::follow(const ValidationDecision& decision, double total) {
   const bool chief = communicator_.is_chief();
   if (decision.halve_lr && chief)
-    spdlog::info("[{}] halving the learning rate (factor {})", stage_.segment_length,
+    logger().info("[{}] halving the learning rate (factor {})", stage_.segment_length,
                  state_.validation.lr_factor);
   if (decision.save_validated && chief) checkpointer_->write_validated(snapshot_now(false));
   if (auto* snapshots = checkpointer_->snapshots())
     snapshots->validated(total, state_.step, *bank_);
   if (decision.terminate) {
     stop_reason_ = decision.reason;
-    if (chief) spdlog::info("[{}] stopping: {}", stage_.segment_length, decision.reason);
+    if (chief) logger().info("[{}] stopping: {}", stage_.segment_length, decision.reason);
     return false;
   }
   if (decision.go_back) go_back(decision.halve_lr);
@@ -299,11 +300,10 @@ void MultiTaskTrainer::go_back(bool halve_lr) {
   communicator_.barrier();
   auto validated = checkpointer_->read_validated();
   if (communicator_.is_chief())
-    spdlog::info("[{}] going back to the model validated at step {}; the data moves on",
+    logger().info("[{}] going back to the model validated at step {}; the data moves on",
                  stage_.segment_length, validated.state.step);
   restore_weights(validated);
-  state_.step = validated.state.step;
-  state_.validation.lr_factor = validated.state.validation.lr_factor * (halve_lr ? 0.5 : 1.0);
+  StageSchedule::went_back(state_, validated.state, halve_lr);
 }
 
 nlohmann::json MultiTaskTrainer::model_norms() const {
@@ -343,8 +343,7 @@ TrainingCheckpoint MultiTaskTrainer::snapshot(bool finished) const {
 
 void MultiTaskTrainer::restore(const TrainingCheckpoint& checkpoint) {
   restore_weights(checkpoint);
-  state_ = checkpoint.state;
-  state_.run_start = state_.step;
+  StageSchedule::resumed(state_, checkpoint.state);
   for (auto& task : tasks_) task->seek(checkpoint.positions);
   if (checkpoint.rng_state.defined()) set_rng_state(checkpoint.rng_state);
   if (checkpoint.device_rng_state.defined() && settings_.device.is_cuda())
@@ -371,9 +370,9 @@ bool MultiTaskTrainer::resume() {
   std::string note;
   auto checkpoint = checkpointer_->read_resumable(note);
   if (!checkpoint) return false;
-  if (!note.empty()) spdlog::warn("[{}] {}", stage_.segment_length, note);
+  if (!note.empty()) logger().warn("[{}] {}", stage_.segment_length, note);
   restore(*checkpoint);
-  spdlog::info("[{}] resumed at step {} of {}{}", stage_.segment_length, state_.step, num_steps_,
+  logger().info("[{}] resumed at step {} of {}{}", stage_.segment_length, state_.step, num_steps_,
                checkpoint->finished ? " (stage already finished)" : "");
   return checkpoint->finished;
 }
@@ -381,9 +380,9 @@ bool MultiTaskTrainer::resume() {
 void MultiTaskTrainer::stop_if_interrupted() {
   // One process reads its own flag; ranks read the flag they all-reduced with the last update,
   // so they all stop after the same one (a signal that came later is seen after the next).
-  const bool stop = communicator_.world_size() > 1 ? interrupt_agreed_ : interrupt_requested != 0;
+  const bool stop = communicator_.world_size() > 1 ? interrupt_agreed_ : stop_signal() != 0;
   if (!stop) return;
-  const int signal_number = interrupt_requested;
+  const int signal_number = stop_signal();
   const std::string cause = signal_number ? signal_name(signal_number) : "a signal to another rank";
   const int status = signal_number == SIGINT ? kExitInterrupted : kExitPreempted;
   // A signal during the write only sets the flag again; the write is atomic either way.
@@ -394,7 +393,7 @@ void MultiTaskTrainer::stop_if_interrupted() {
       cause, state_.step, stage_.segment_length,
       communicator_.is_chief() ? "checkpoint written to " + layout().latest().string()
                                : std::string("rank 0 wrote the checkpoint"));
-  spdlog::warn("{} (exit status {})", message, status);
+  logger().warn("{} (exit status {})", message, status);
   throw Interrupted(message, status);
 }
 
@@ -433,14 +432,13 @@ StageResult MultiTaskTrainer::run() {
       stage_.segment_length,
       communicator_.is_chief() ? layout().metrics() : std::filesystem::path(),
       layout().tensorboard_dir());
-  state_ = StageState{};
-  state_.validation = schedule_->initial_validation(validation_ ? validation_->initial_state()
-                                                                : ValidationState{});
+  StageSchedule::started(state_, schedule_->initial_validation(
+                                     validation_ ? validation_->initial_state() : ValidationState{}));
   profiler_ = std::make_unique<StepProfiler>(stage_dir_, options_.profiling.profile_range(),
                                              communicator_.is_chief());
   bool finished = resume();
   const int64_t limit = schedule_->options().limit();
-  spdlog::info("[{}] training {} task(s) for {} steps{}: batch {} x {} minibatch(es), lr {} "
+  logger().info("[{}] training {} task(s) for {} steps{}: batch {} x {} minibatch(es), lr {} "
                "decay {}",
                stage_.segment_length, tasks_.size(), limit,
                limit < num_steps_ ? fmt::format(" (of {} for the epochs)", num_steps_) : "",
@@ -482,7 +480,7 @@ StageOutcome MultiTaskTrainer::outcome(int64_t best_step) const {
 // console and counted in metrics.jsonl's stage_end record.
 void MultiTaskTrainer::report_outcome(const StageOutcome& outcome) {
   const std::string warning = stage_warning(outcome);
-  if (!warning.empty()) spdlog::warn("[{}] {}", stage_.segment_length, warning);
+  if (!warning.empty()) logger().warn("[{}] {}", stage_.segment_length, warning);
   progress_->record({{"type", "stage_end"},
                      {"step", outcome.steps},
                      {"best_step", outcome.best_step},
@@ -511,7 +509,7 @@ StageResult MultiTaskTrainer::finish() {
     checkpointer_->write_latest(state_, snapshot_now(true));
     bank_->save(layout().model());
     if (int averaged = checkpointer_->snapshots()->write_average())
-      spdlog::info("[{}] {}: the average of the {} best validated models", stage_.segment_length,
+      logger().info("[{}] {}: the average of the {} best validated models", stage_.segment_length,
                    layout().average_model().string(), averaged);
   }
   communicator_.barrier();
@@ -521,7 +519,7 @@ StageResult MultiTaskTrainer::finish() {
   result.stop_reason = stop_reason_;
   if (validation_) validation_->report_best(state_.validation, result);
   if (communicator_.is_chief()) {
-    spdlog::info("[{}] stage done after {} steps ({}); model written to {}{}",
+    logger().info("[{}] stage done after {} steps ({}); model written to {}{}",
                  stage_.segment_length, state_.step,
                  stop_reason_.empty() ? "finished" : stop_reason_, layout().model().string(),
                  best_step >= 0 ? fmt::format(" (the model of step {})", best_step) : "");

@@ -51,7 +51,9 @@ class MultiTaskTrainer : public StageTrainer {
   bool gradients_finite();
   // What follows an update: its report, and whatever the schedule says is due.
   void after_update();
-  // A signal (interrupt_requested) on any rank: the chief writes a checkpoint and every rank
+  // The run's stop request (settings_.stop; 0 without one).
+  int stop_signal() const { return settings_.stop ? settings_.stop->signal() : 0; }
+  // A signal (the stop request) on any rank: the chief writes a checkpoint and every rank
   // throws Interrupted, all after the same update.
   void stop_if_interrupted();
   // The best validated model becomes the stage's model; the result for val_sum.json.

@@ -9,6 +9,8 @@
 #include <unordered_map>
 
 #include <spdlog/spdlog.h>
+
+#include "nabu/core/logging.h"
 #include <torch/version.h>
 
 #include "nabu/core/error.h"
@@ -472,10 +474,10 @@ void ParameterUpdate::log_gradient_stats(
   if (applied.empty()) return;
   std::vector<torch::Tensor> flat;
   for (const auto& entry : applied) flat.push_back(entry.second.reshape({-1}));
-  spdlog::info("update {}: |gradient| over {} tensor(s): {}", step + 1, applied.size(),
+  logger().info("update {}: |gradient| over {} tensor(s): {}", step + 1, applied.size(),
                stats_text(absolute_stats(torch::cat(flat))));
   for (const auto& [index, gradient] : applied)
-    spdlog::info("  |gradient| {}: {}", parameter_names_[index],
+    logger().info("  |gradient| {}: {}", parameter_names_[index],
                  stats_text(absolute_stats(gradient)));
 }
 
@@ -492,10 +494,10 @@ void ParameterUpdate::log_variable_updates(const std::vector<torch::Tensor>& bef
                                 .item<double>());
   double mean = 0;
   for (double change : changes) mean += change / static_cast<double>(changes.size());
-  spdlog::info("update {}: mean |parameter change| x 1e4 over {} tensor(s): {:.3f}", step + 1,
+  logger().info("update {}: mean |parameter change| x 1e4 over {} tensor(s): {:.3f}", step + 1,
                changes.size(), mean);
   for (std::size_t j = 0; j < changes.size(); ++j)
-    spdlog::info("  change x 1e4 {}: {:.3f}", parameter_names_[j], changes[j]);
+    logger().info("  change x 1e4 {}: {:.3f}", parameter_names_[j], changes[j]);
 }
 
 std::map<std::string, double> ParameterUpdate::last_gradient_norms() const {

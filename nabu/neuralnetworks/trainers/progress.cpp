@@ -5,6 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/clock.h"
 
 namespace nabu {
@@ -57,7 +59,7 @@ void TrainingProgress::step(const Step& step, bool line) {
     for (const auto& [name, value] : step.task_losses)
       tasks_text += fmt::format(" {} {:.4g}", name, value);
   // Out of the steps this run really takes (a --max-steps cap), not the stage's epoch total.
-  spdlog::info("[{}] step {}/{} loss {:.5g}{} lr {:.3g} {:.2f} s/step {:.1f} ex/s ETA {}", stage_,
+  logger().info("[{}] step {}/{} loss {:.5g}{} lr {:.3g} {:.2f} s/step {:.1f} ex/s ETA {}", stage_,
                step.step, limit_, step.loss, tasks_text, step.learning_rate, per_step,
                step.examples / std::max(step.seconds, 1e-9),
                format_duration(per_step * (limit_ - step.step)));
@@ -65,7 +67,7 @@ void TrainingProgress::step(const Step& step, bool line) {
 
 void TrainingProgress::validation(nlohmann::json record, const std::string& line) {
   if (!metrics_) return;
-  spdlog::info("{}", line);
+  logger().info("{}", line);
   record["type"] = "validation";
   record["stage"] = stage_;
   write(record);

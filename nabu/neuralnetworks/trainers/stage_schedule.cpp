@@ -87,6 +87,21 @@ void StageSchedule::checkpointed(StageState& state) { state.seconds_since_checkp
 
 void StageSchedule::kept(StageState& state) { state.seconds_since_kept = 0; }
 
+void StageSchedule::resumed(StageState& state, const StageState& saved) {
+  state = saved;
+  state.run_start = state.step;
+}
+
+void StageSchedule::went_back(StageState& state, const StageState& validated, bool halve_lr) {
+  state.step = validated.step;
+  state.validation.lr_factor = validated.validation.lr_factor * (halve_lr ? 0.5 : 1.0);
+}
+
+void StageSchedule::started(StageState& state, ValidationState validation) {
+  state = StageState{};
+  state.validation = std::move(validation);
+}
+
 bool StageSchedule::counts_time() const {
   return options_.schedule.valid_every_seconds > 0 || options_.schedule.valid_min_seconds > 0 ||
          options_.schedule.max_train_minutes > 0;

@@ -41,6 +41,22 @@ struct StageState {
   // This run only (not saved):
   int64_t run_start = 0;          // the update this run started after (0, or the resumed step)
   int64_t validated_in_run = -1;  // the update validated last in this run
+
+  // The fields a checkpoint keeps, each once with its key: `visit(key, field, required)`, for
+  // int64_t, int, double and deque<double> fields and the validation tracks (each track's fields
+  // under "validation/track<i>/"). checkpoint.cpp writes and reads all of them through this one
+  // list; a field that is not required reads as 0 from a checkpoint written before it existed.
+  template <typename Visit>
+  void for_each_saved(Visit&& visit) {
+    visit("meta/step", step, true);
+    visit("schedule/train_seconds", train_seconds, false);
+    visit("schedule/seconds_since_kept", seconds_since_kept, false);
+    visit("validation/validated_step", validation.validated_step, true);
+    visit("validation/lr_factor", validation.lr_factor, true);
+    visit("validation/seconds_since", validation.seconds_since_validation, false);
+    visit("validation/count", validation.count, false);
+    visit("validation/tracks", validation.tracks, true);
+  }
 };
 
 class StageSchedule {
@@ -75,6 +91,12 @@ class StageSchedule {
   static void validated(StageState& state);
   static void checkpointed(StageState& state);
   static void kept(StageState& state);
+  // The state a run continues from: a checkpoint's (this run starts after its step).
+  static void resumed(StageState& state, const StageState& saved);
+  // Gone back to the last validated state: its step and learning-rate factor (halved or not).
+  static void went_back(StageState& state, const StageState& validated, bool halve_lr);
+  // A fresh stage: every field at its start, the validation state `validation`.
+  static void started(StageState& state, ValidationState validation);
 
   // A validation state that makes the first validation due at update 0.
   ValidationState initial_validation(ValidationState state) const;

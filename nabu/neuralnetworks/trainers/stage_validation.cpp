@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/neuralnetworks/loss_computers/loss_computer.h"
 
 namespace nabu {
@@ -25,12 +27,12 @@ ValidationPolicyOptions policy_options(const TrainerOptions& options, std::size_
 std::unique_ptr<StageValidation> StageValidation::build(const Context& context) {
   const ConfigFile* validation_cfg = context.recipe.find("validation_evaluator.cfg");
   if (!validation_cfg) {
-    spdlog::warn("no validation_evaluator.cfg: training without validation (no early stopping)");
+    logger().warn("no validation_evaluator.cfg: training without validation (no early stopping)");
     return nullptr;
   }
   const ConfigSection& evaluator = validation_cfg->section("evaluator");
   if (evaluator.get_string("evaluator", "") == "None") {
-    spdlog::warn("validation disabled (evaluator = None)");
+    logger().warn("validation disabled (evaluator = None)");
     return nullptr;
   }
   auto tasks = validated_tasks(evaluator, context.options.tasks);
@@ -39,7 +41,7 @@ std::unique_ptr<StageValidation> StageValidation::build(const Context& context) 
       new StageValidation(context, policy_options(context.options, tasks.size())));
   for (const auto& task : tasks) validation->add_task(context, *validation_cfg, evaluator, task);
   const auto& schedule = context.options.schedule;
-  spdlog::info("validation: {} task(s), {} batch(es) each, every {} updates{}", tasks.size(),
+  logger().info("validation: {} task(s), {} batch(es) each, every {} updates{}", tasks.size(),
                validation->batches_, schedule.valid_frequency,
                schedule.valid_every_seconds > 0
                    ? fmt::format(" or {} s of training", schedule.valid_every_seconds)

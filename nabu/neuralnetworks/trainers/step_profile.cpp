@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/experiment_layout.h"
 #include "nabu/core/fs.h"
 #include "nabu/core/strings.h"
@@ -81,7 +83,7 @@ void StepProfiler::finish() {
                                                    {"validation", sum_.validation}})
     table += fmt::format("  {:<11} {:>10.3f} {:>12.2f} {:>6.1f}%\n", name, seconds,
                          1000.0 * seconds / std::max<int64_t>(updates_, 1), 100.0 * seconds / total);
-  spdlog::info("{}", table.substr(0, table.size() - 1));
+  logger().info("{}", table.substr(0, table.size() - 1));
 }
 
 }  // namespace nabu

@@ -78,13 +78,13 @@ SweepSummary run_sweep(const SweepOptions& options) {
         else
           for (const auto& override_ : block.overrides) run.sets.push_back(override_.spec);
         run.seed = options.run.seed + d;
-        spdlog::info("sweep: {} ({}){}", name, join(block.descriptions(), ", "),
+        logger().info("sweep: {} ({}){}", name, join(block.descriptions(), ", "),
                      run.resume ? ", resuming" : "");
         try {
           run_training(run);
           row.status = "trained";
         } catch (const std::exception& e) {
-          spdlog::error("sweep: {} failed: {}", name, e.what());
+          logger().error("sweep: {} failed: {}", name, e.what());
           row.status = "failed: " + std::string(e.what()).substr(0, 120);
           summary.failures = true;
         }

@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "nabu/core/logging.h"
+
 #include "nabu/core/clock.h"
 #include "nabu/core/error.h"
 #include "nabu/core/strings.h"
@@ -51,7 +53,7 @@ TaskGradients::TaskGradients(const ConfigSection& section, const ConfigFile* los
     if (pipeline.stored_size() == 0) section.fail("trainset_frac", "leaves no training example");
     num_examples_ = pipeline.stored_size();  // the last linked set wins, as in the original
     if (const auto* mixtures = pipeline.mixtures(); mixtures && rank == 0)
-      spdlog::info("task {}: dynamic mixing: {} new mixtures per epoch, {} sources each, from {} "
+      logger().info("task {}: dynamic mixing: {} new mixtures per epoch, {} sources each, from {} "
                    "utterances of {} speakers",
                    spec_.name, mixtures->size(), mixtures->num_sources(),
                    mixtures->pool().sources().size(), mixtures->pool().num_speakers());

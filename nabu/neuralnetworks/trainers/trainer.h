@@ -3,6 +3,7 @@
 // original has one trainer, multi_task (MultiTaskTrainer).
 #pragma once
 
+#include <atomic>
 #include <csignal>
 #include <c10/core/Device.h>
 
@@ -20,10 +21,29 @@
 
 namespace nabu {
 
+// A request to stop a training: the signal that asked for it (SIGINT, SIGTERM, SIGUSR1; 0: none).
+// `nabu train`'s signal handlers set the run's (training_run.cpp); every stage's trainer reads it
+// at update boundaries, which every rank of a distributed run agrees on: the chief writes a
+// checkpoint and every rank stops with Interrupted (kExitInterrupted for SIGINT, else
+// kExitPreempted). Lock-free, so a signal handler may set it.
+class StopRequest {
+ public:
+  // The first signal names the stop; later ones (a scheduler repeating SIGTERM) change nothing.
+  void request(int signal_number) {
+    int none = 0;
+    signal_.compare_exchange_strong(none, signal_number);
+  }
+  int signal() const { return signal_.load(); }
+
+ private:
+  std::atomic<int> signal_{0};
+};
+
 struct RunSettings {
   uint64_t seed = 1234;
   bool resume = false;
   c10::Device device{c10::kCPU};  // where the models compute (trainer.cfg precision: options)
+  const StopRequest* stop = nullptr;  // none: nothing stops the run but its schedule
 };
 
 struct StageResult {
@@ -56,10 +76,5 @@ class StageTrainer {
 using StageTrainerPtr = std::unique_ptr<StageTrainer>;
 using TrainerRegistry = Registry<StageTrainerPtr, const StageContext&>;
 TrainerRegistry& trainer_registry();
-
-// The signal that asked the training to stop (SIGINT, SIGTERM, SIGUSR1; 0: none): at the next
-// update boundary, which every rank of a distributed run agrees on, the chief writes a checkpoint
-// and every rank stops with Interrupted (kExitInterrupted for SIGINT, else kExitPreempted).
-extern volatile std::sig_atomic_t interrupt_requested;
 
 }  // namespace nabu

@@ -28,10 +28,20 @@ namespace nabu {
 
 namespace {
 
+// The stop request of the run in progress, for the signal handler (which can reach no other).
+std::atomic<StopRequest*> signalled_run{nullptr};
+
 void on_interrupt(int signal_number) {
-  // The first signal names the stop; later ones (a scheduler repeating SIGTERM) change nothing.
-  if (!interrupt_requested) interrupt_requested = signal_number;
+  if (StopRequest* stop = signalled_run.load()) stop->request(signal_number);
 }
+
+// The signals reach `stop` while it lives.
+struct SignalledRun {
+  explicit SignalledRun(StopRequest& stop) { signalled_run.store(&stop); }
+  ~SignalledRun() { signalled_run.store(nullptr); }
+  SignalledRun(const SignalledRun&) = delete;
+  SignalledRun& operator=(const SignalledRun&) = delete;
+};
 
 bool has_training(const fs::path& expdir) {
   std::error_code ec;
@@ -131,7 +141,7 @@ Recipe prepare_experiment(const TrainingRunOptions& run) {
   for (const auto& spec : run.sets) overrides += spec + "\n";
   write_file_atomic(ExperimentLayout{expdir}.overrides(), overrides);
   record_run_options(expdir, run);
-  spdlog::info("training recipe {} in {}{}", run.recipe.string(), expdir.string(),
+  logger().info("training recipe {} in {}{}", run.recipe.string(), expdir.string(),
                run.sets.empty() ? "" : " with overrides: " + join(run.sets, " "));
   return recipe;
 }
@@ -189,7 +199,7 @@ c10::Device training_device(const Recipe& recipe, const std::string& flag) {
   const Precision precision = parse_precision(options.compute.precision, "precision");
   check_precision(precision, device, trainer_cfg.path() + ": [trainer] precision");
   const std::string slow = bf16_speed_warning(precision, device, cpu_flags());
-  if (!slow.empty()) spdlog::warn(slow);
+  if (!slow.empty()) logger().warn(slow);
   return device;
 }
 
@@ -234,7 +244,7 @@ TrainingRunOptions checked_run_options(const TrainingRunOptions& requested) {
   // scheduler does) then simply starts it, when it names the recipe.
   if (checked.resume && !fs::exists(ExperimentLayout{checked.expdir}.train_options()) &&
       !checked.recipe.empty()) {
-    spdlog::warn("nothing to resume in {} (no train_options.json): starting the experiment",
+    logger().warn("nothing to resume in {} (no train_options.json): starting the experiment",
                  checked.expdir.string());
     checked.resume = false;
     checked.overwrite = true;
@@ -267,7 +277,7 @@ c10::Device check_recipe_as_given(const TrainingRunOptions& run) {
   // The recipe as given is read (and its warnings logged) before the experiment is prepared,
   // so that a bad device or precision leaves no experiment folder behind.
   Recipe source = Recipe::load(run.recipe, parse_overrides(run.sets));
-  for (const auto& warning : source.warnings()) spdlog::warn("{}", warning);
+  for (const auto& warning : source.warnings()) logger().warn("{}", warning);
   c10::Device device = training_device(source, run.device);
   require_stored_stage_segments(source);
   resolve_stages(read_trainer_options(source.get("trainer.cfg")), run.max_steps);
@@ -283,10 +293,10 @@ Recipe load_resumed_recipe(const TrainingRunOptions& run, bool chief, c10::Devic
                 "start it without --resume, or give --recipe");
   check_resumed_overrides(expdir, run.sets);
   Recipe recipe = Recipe::load(expdir);
-  for (const auto& warning : recipe.warnings()) spdlog::warn("{}", warning);
+  for (const auto& warning : recipe.warnings()) logger().warn("{}", warning);
   device = training_device(recipe, run.device);
   if (chief) log_to_file(ExperimentLayout{expdir}.log());
-  spdlog::info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
+  logger().info("resuming the experiment in {} (seed {}, max steps {}{})", expdir.string(),
                run.seed, fmt::join(run.max_steps, ","),
                run.deterministic ? ", deterministic" : "");
   return recipe;
@@ -297,6 +307,8 @@ Recipe load_resumed_recipe(const TrainingRunOptions& run, bool chief, c10::Devic
 void run_training(const TrainingRunOptions& requested) {
   const TrainingRunOptions run = checked_run_options(requested);
   const fs::path& expdir = run.expdir;
+  StopRequest stop;
+  const SignalledRun signalled(stop);
   set_up_process(run);
   // World size 1 without the torchrun variables: a LocalCommunicator, nothing changes.
   auto environment = DistributedEnvironment::from_environment();
@@ -315,14 +327,14 @@ void run_training(const TrainingRunOptions& requested) {
   }
   // Reading the options here reports a bad trainer.cfg before any process group is formed.
   read_trainer_options(recipe.get("trainer.cfg"));
-  spdlog::info("device: {}, seed: {}{}", describe_device(device), run.seed,
+  logger().info("device: {}, seed: {}{}", describe_device(device), run.seed,
                run.deterministic ? ", deterministic" : "");
 
   auto communicator =
       make_communicator(environment, std::chrono::seconds(run.dist_timeout_seconds),
                         std::chrono::seconds(run.liveness_timeout_seconds), device);
   if (environment.distributed())
-    spdlog::info("distributed: rank {} of {} ({} variables; rendezvous {}:{})", environment.rank,
+    logger().info("distributed: rank {} of {} ({} variables; rendezvous {}:{})", environment.rank,
                  environment.world_size, environment.source, environment.master_addr,
                  environment.master_port);
   CurriculumSettings settings;
@@ -330,6 +342,7 @@ void run_training(const TrainingRunOptions& requested) {
   settings.resume = run.resume;
   settings.max_steps = run.max_steps;
   settings.device = device;
+  settings.stop = &stop;
   run_curriculum(recipe, expdir, settings, *communicator);
 }
 

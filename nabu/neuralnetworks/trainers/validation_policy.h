@@ -25,6 +25,14 @@ struct ValidationTrack {
   double previous = kInitial;
   std::deque<double> relative;  // last num_tries relative improvements
   int tries = 0;
+  // Every field with its key in the checkpoint (StageState::for_each_saved).
+  template <typename Visit>
+  void for_each_saved(Visit&& visit) {
+    visit("best", best, true);
+    visit("previous", previous, true);
+    visit("tries", tries, true);
+    visit("relative", relative, true);
+  }
 };
 
 struct ValidationState {
