@@ -18,6 +18,7 @@
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/neuralnetworks/models/model_graph.h"
 #include "nabu/inference/task_separation.h"
+#include "nabu/export/model_writers.h"
 #include "nabu/export/stft_onnx.h"
 #include "nabu/export/stft_script.h"
 #include "nabu/processing/signal.h"
@@ -62,8 +63,7 @@ std::string separator_source(const FrameSettings& frames) {
 
 torch::jit::Module script_model_in(const Model& model,
                                    const std::shared_ptr<torch::jit::CompilationUnit>& unit) {
-  const std::string source = model.torchscript();
-  if (source.empty()) throw Error(model.describe() + ": " + model.why_not_exported());
+  const std::string source = model_torchscript(model);
   torch::jit::Module module(c10::QualifiedName("nabu.Model_" + model.model_name()), unit,
                             /*shouldMangle=*/true);
   for (const auto& item : model.named_parameters(/*recurse=*/true))
@@ -99,7 +99,7 @@ std::string onnx_solve(onnx::Graph& graph, std::string augmented, int64_t speake
       "Slice", {augmented, graph.ints({speakers}), graph.ints({speakers + 1}), graph.ints({2})});
 }
 
-// The ONNX model: what separator_source computes, node by node, around Model::onnx.
+// The ONNX model: what separator_source computes, node by node, around model_onnx.
 std::string onnx_model(const Model& model, TaskSeparation& separation,
                        const FrameSettings& frames) {
   onnx::Graph graph;
@@ -120,8 +120,7 @@ std::string onnx_model(const Model& model, TaskSeparation& separation,
       graph.node("Where", {graph.node("Greater", {peak, graph.doubles("zero", {}, {0.0})}),
                            graph.node("Div", {heard, peak}), heard});
   const std::string network =
-      model.onnx(graph, graph.node("Cast", {normalised}, {to(onnx::ElementType::kFloat)}));
-  if (network.empty()) throw Error(model.describe() + ": " + model.why_not_onnx());
+      model_onnx(model, graph, graph.node("Cast", {normalised}, {to(onnx::ElementType::kFloat)}));
   auto signals = graph.node("Cast", {network}, {to(onnx::ElementType::kDouble)});
   // The least-squares gains of mixture_gains, with its ridge.
   auto gram = graph.node(
@@ -307,7 +306,7 @@ void define_mask_separator(torch::jit::Module& top,
 }
 
 // The ONNX model of a mask model: what define_mask_separator scripts, node by node (stft_onnx.h
-// for the transforms, Model::onnx for the networks, Reconstructor::onnx_masks).
+// for the transforms, model_onnx for the networks, Reconstructor::onnx_masks).
 std::string onnx_mask_model(TrainedExperiment& separator, TaskSeparation& separation,
                             const std::string& task) {
   const Reconstructor& reconstructor = separation.reconstructor();
@@ -356,9 +355,7 @@ std::string onnx_mask_model(TrainedExperiment& separator, TaskSeparation& separa
       models, reconstructor, task, graph.node("Cast", {features}, {to(onnx::ElementType::kFloat)}),
       [&](const ModelGraph::Node& node, const std::string& input) {
         const Model& model = models.bank().at(node.model);
-        const std::string value = model.onnx(graph, input);
-        if (value.empty()) throw Error(model.describe() + ": " + model.why_not_onnx());
-        return value;
+        return model_onnx(model, graph, input);
       });
   // The rank of the estimates: one forward pass as nabu separate makes it.
   auto probe = torch::sin(torch::arange(rate / 4, torch::kFloat64) * 0.3) * 3000.0;

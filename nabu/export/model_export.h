@@ -23,8 +23,8 @@ namespace nabu {
 
 class Model;
 
-// The TorchScript module of one built model: copies of its parameters and Model::torchscript()
-// as its forward. Throws Error with Model::why_not_exported() for an architecture without one.
+// The TorchScript module of one built model: copies of its parameters and model_torchscript()
+// (model_writers.h) as its forward. Throws Error saying why for a model without a writer.
 torch::jit::Module script_model(const Model& model);
 
 struct ExportRequest {

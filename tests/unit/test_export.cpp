@@ -12,6 +12,7 @@
 #include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/model.h"
 #include "nabu/export/model_export.h"
+#include "nabu/export/model_writers.h"
 #include "nabu/processing/audio.h"
 #include "test_helpers.h"
 #include "test_model_helpers.h"
@@ -184,7 +185,33 @@ TEST(ModelExport, TimeDomainScriptsComputeWhatTheModelsCompute) {
   }
 }
 
-// The same networks as ONNX (Model::onnx) in onnxruntime (tests/export/check_onnx_models.py, the
+// The writers' registry: an architecture without a writer is refused in both formats with the
+// list of those that have one, taken from the registry.
+TEST(ModelWriters, AnArchitectureWithoutAWriterIsRefusedNamingThoseWithOne) {
+  EXPECT_EQ(exportable_architectures(),
+            (std::vector<std::string>{"conv_tasnet", "dbgru", "dblstm", "dbrnn", "dlstm", "dprnn",
+                                      "linear", "tf_gridnet"}));
+  auto feedforward = make_model_from("architecture = feedforward\nnum_layers = 1\nnum_units = 4\n");
+  feedforward->run({torch::randn({1, 5, 3})}, torch::full({1}, 5, torch::kLong), false);
+  const std::string listed = "(conv_tasnet, dbgru, dblstm, dbrnn, dlstm, dprnn, linear, tf_gridnet have)";
+  try {
+    model_torchscript(*feedforward);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("feedforward has no TorchScript export " + listed),
+              std::string::npos) << e.what();
+  }
+  onnx::Graph graph;
+  try {
+    model_onnx(*feedforward, graph, "x");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("feedforward has no ONNX export " + listed),
+              std::string::npos) << e.what();
+  }
+}
+
+// The same networks as ONNX (export/model_writers.h) in onnxruntime (tests/export/check_onnx_models.py, the
 // test venv): ONNX's LSTM/GRU/RNN with the gate blocks reordered, MatMul and the reshapes.
 TEST(ModelExport, FrameModelsInOnnxRuntimeComputeWhatTheModelsCompute) {
   const std::string python = NABU_TEST_VENV_PYTHON;
@@ -210,7 +237,7 @@ TEST(ModelExport, FrameModelsInOnnxRuntimeComputeWhatTheModelsCompute) {
     auto expected = model->run({input}, torch::full({3}, 11, torch::kLong), false);
     onnx::Graph graph;
     graph.input("x", onnx::ElementType::kFloat, {{0, "batch"}, {0, "frames"}, {7, ""}});
-    const std::string y = model->onnx(graph, "x");
+    const std::string y = model_onnx(*model, graph, "x");
     ASSERT_FALSE(y.empty()) << bodies[k];
     std::vector<onnx::Dim> dims;
     for (int64_t d = 0; d < expected.dim(); ++d) dims.push_back({0, "d" + std::to_string(d)});
@@ -231,8 +258,12 @@ TEST(ModelExport, FrameModelsInOnnxRuntimeComputeWhatTheModelsCompute) {
                               "activation_fn = relu\n");
   relu->run({torch::randn({1, 5, 3})}, torch::full({1}, 5, torch::kLong), false);
   onnx::Graph graph;
-  EXPECT_TRUE(relu->onnx(graph, "x").empty());
-  EXPECT_NE(relu->why_not_onnx().find("relu RNN"), std::string::npos);
+  try {
+    model_onnx(*relu, graph, "x");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("relu RNN"), std::string::npos) << e.what();
+  }
 }
 
 // The mask models' networks: the fused recurrent stacks (both directions, several layers, the

@@ -7,42 +7,14 @@
 #include <sstream>
 
 #include "nabu/core/error.h"
-#include "nabu/core/onnx.h"
 #include "nabu/core/strings.h"
-#include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/basic_models.h"
 
 namespace nabu {
 namespace {
 
 // ---------------------------------------------------------------------------------- linear
 
-struct LinearOptions {
-  std::string architecture;
-  bool trainable = true;
-  std::vector<int> output_dims;
-  Activation activation = Activation::kNone;
-  bool no_bias = false;
-  double input_noise = 0.0;
-  double dropout = 1.0;
-  bool last_only = false;
-
-  void declare(OptionsReader& r) {
-    declare_common(r, architecture, trainable);
-    r("output_dims", output_dims,
-      "output shape: one size, or several to reshape the last axis into (e.g. '129 20')");
-    declare_activation(r, "activation_func", activation,
-                       {"None", "tanh", "sigmoid", "relu", "softmax"},
-                       "activation after the affine map (softmax over the last axis)");
-    r("no_bias", no_bias, "True drops the bias");
-    r("input_noise", input_noise, "stddev of Gaussian noise added to the input in training");
-    r("dropout", dropout, "dropout KEEP probability on the output in training (1.0 = none)");
-    r("last_only", last_only, "True keeps only the last frame (output [B,1,...])");
-    r.require(!output_dims.empty(), "output_dims", "required: the output shape");
-    for (int dim : output_dims) r.require(dim > 0, "output_dims", "sizes must be > 0");
-    r.require(dropout > 0.0 && dropout <= 1.0, "dropout",
-                   "is a keep probability in (0, 1]");
-  }
-};
 
 // Affine map of the last axis: x [.., in] -> [.., out]. Weight laid out [in, out] as TF's.
 struct Affine {
@@ -94,40 +66,22 @@ class LinearModel : public Model {
     return output;
   }
 
-  std::string torchscript() const override {
-    std::string script = "def forward(self, x: Tensor) -> Tensor:\n"
-                         "    y = torch.matmul(x, self.weights)\n";
-    if (affine_.bias.defined()) script += "    y = y + self.biases\n";
-    if (options_.output_dims.size() > 1) {
-      std::string dims;
-      for (int dim : options_.output_dims) dims += (dims.empty() ? "" : ", ") + std::to_string(dim);
-      script += "    y = y.reshape(y.size()[:-1] + [" + dims + "])\n";
-    }
-    script += "    y = " + script_activation(options_.activation, "y") + "\n";
-    if (options_.last_only) script += "    y = y.select(1, -1).unsqueeze(1)\n";
-    return script + "    return y\n";
-  }
-
-  std::string onnx(onnx::Graph& graph, const std::string& input) const override {
-    auto y = graph.node("MatMul", {input, onnx_floats(graph, "weights", affine_.weight)});
-    if (affine_.bias.defined()) y = graph.node("Add", {y, onnx_floats(graph, "biases", affine_.bias)});
-    if (options_.output_dims.size() > 1) {
-      std::vector<int64_t> shape{0, 0};  // [B, T, ...] of the frame models' inputs
-      shape.insert(shape.end(), options_.output_dims.begin(), options_.output_dims.end());
-      y = graph.node("Reshape", {y, graph.ints(shape)});
-    }
-    y = onnx_activation(graph, options_.activation, y);
-    if (options_.last_only)
-      y = graph.node("Unsqueeze", {graph.node("Gather", {y, graph.int_scalar(-1)},
-                                              {onnx::int_attribute("axis", 1)}),
-                                   graph.ints({1})});
-    return y;
-  }
+ public:
+  const LinearOptions& options() const { return options_; }
 
  private:
   LinearOptions options_;
   Affine affine_;
 };
+
+}  // namespace
+
+const LinearOptions* linear_options(const Model& model) {
+  const auto* linear = dynamic_cast<const LinearModel*>(&model);
+  return linear ? &linear->options() : nullptr;
+}
+
+namespace {
 
 NABU_REGISTER_WITH_OPTIONS(model_registry, "linear", (make_model<LinearModel, LinearOptions>),
                            LinearOptions, "affine map of the last axis, optional reshape")

@@ -6,7 +6,6 @@
 
 #include <optional>
 
-#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/kernels/conv_tasnet_kernels.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 #include "nabu/neuralnetworks/models/waveform_mask_model.h"
@@ -17,34 +16,6 @@ namespace {
 
 using namespace waveform;
 
-struct ConvTasNetOptions : WaveformOptions {
-  int hidden_channels = 512;
-  int skip_channels = 128;
-  int conv_kernel_size = 3;
-  int blocks_per_repeat = 8;
-  int repeats = 3;
-  bool causal = false;
-
-  void declare(OptionsReader& r) {
-    declare_waveform(r);
-    r("hidden_channels", hidden_channels, "channels H inside each convolution block");
-    r("skip_channels", skip_channels, "channels Sc of the skip connections");
-    r("conv_kernel_size", conv_kernel_size, "kernel P of the depthwise convolutions");
-    r("blocks_per_repeat", blocks_per_repeat,
-      "blocks X per repeat, with dilations 1, 2, ..., 2^(X-1)");
-    r("repeats", repeats, "repeats R of the dilated blocks");
-    r("causal", causal,
-      "True: the depthwise convolutions only look back and norm must be cLN (online use)");
-    r.require(hidden_channels >= 1, "hidden_channels", "must be >= 1");
-    r.require(skip_channels >= 1, "skip_channels", "must be >= 1");
-    r.require(conv_kernel_size >= 1 && (causal || conv_kernel_size % 2 == 1), "conv_kernel_size",
-              "must be odd (non-causal blocks keep the frames centred)");
-    r.require(blocks_per_repeat >= 1, "blocks_per_repeat", "must be >= 1");
-    r.require(repeats >= 1, "repeats", "must be >= 1");
-    r.require(!causal || norm == Norm::kCumulative || norm == Norm::kChannel, "norm",
-              "a causal model needs cLN or chanLN (gLN looks at the whole utterance)");
-  }
-};
 
 // One block: 1x1 conv B->H, PReLU, norm, depthwise dilated conv, PReLU, norm; 1x1 convs to the
 // residual (H->B) and the skip path (H->Sc).
@@ -184,68 +155,7 @@ class ConvTasNetModel : public WaveformMaskModel {
     return "conv_tasnet streams only when causal = True (its blocks then look back only)";
   }
 
-  std::string onnx(onnx::Graph& graph, const std::string& waveform) const override {
-    const auto& o = options_;
-    auto encoded = onnx_encode(graph, waveform);
-    auto features = encoded.features;
-    std::string skips;
-    for (std::size_t b = 0; b < blocks_.size(); ++b) {
-      const auto& block = blocks_[b];
-      const std::string p = "block" + std::to_string(b) + "_";
-      auto conv = [&](const std::string& x, const std::string& name,
-                      std::vector<onnx::Attribute> attributes = {}) {
-        return graph.node("Conv", {x, onnx_parameter(graph, p + name + ".weight"),
-                                   onnx_parameter(graph, p + name + ".bias")},
-                          std::move(attributes));
-      };
-      auto prelu = [&](const std::string& x, const std::string& name) {
-        return graph.node("PRelu", {x, onnx_parameter(graph, p + name + ".weight")});
-      };
-      auto hidden = onnx_norm(graph, prelu(conv(features, "expand"), "prelu1"), p + "norm1.");
-      hidden = conv(hidden, "depthwise",
-                    {onnx::ints_attribute("dilations", {int64_t{1} << (b % o.blocks_per_repeat)}),
-                     onnx::int_attribute("group", o.hidden_channels),
-                     onnx::ints_attribute("pads", {block.left_context, block.right_context})});
-      hidden = onnx_norm(graph, prelu(hidden, "prelu2"), p + "norm2.");
-      if (!block.residual.is_empty())
-        features = graph.node("Add", {features, conv(hidden, "residual")});
-      auto skip = conv(hidden, "skip");
-      skips = skips.empty() ? skip : graph.node("Add", {skips, skip});
-    }
-    auto logits = graph.node(
-        "Conv", {graph.node("PRelu", {skips, onnx_parameter(graph, "output_prelu.weight")}),
-                 onnx_parameter(graph, "mask.weight"), onnx_parameter(graph, "mask.bias")});
-    return onnx_decode(graph, logits, encoded, waveform);
-  }
-
-  std::string torchscript() const override {
-    const auto& o = options_;
-    std::string script = script_norm_method() +
-                         "def forward(self, x: Tensor) -> Tensor:\n" + script_encode();
-    for (std::size_t b = 0; b < blocks_.size(); ++b) {
-      const auto& block = blocks_[b];
-      const std::string p = "self.block" + std::to_string(b) + "_";
-      const int64_t dilation = int64_t{1} << (b % o.blocks_per_repeat);
-      script += "    hidden = self._norm(torch.prelu(torch.conv1d(features, " + p +
-                "expand_weight, " + p + "expand_bias), " + p + "prelu1_weight), " + p +
-                "norm1_gain, " + p + "norm1_bias)\n";
-      script += "    hidden = torch.constant_pad_nd(hidden, [" +
-                std::to_string(block.left_context) + ", " + std::to_string(block.right_context) +
-                "], 0.0)\n";
-      script += "    hidden = self._norm(torch.prelu(torch.conv1d(hidden, " + p +
-                "depthwise_weight, " + p + "depthwise_bias, [1], [0], [" +
-                std::to_string(dilation) + "], " + std::to_string(o.hidden_channels) + "), " +
-                p + "prelu2_weight), " + p + "norm2_gain, " + p + "norm2_bias)\n";
-      if (!block.residual.is_empty())
-        script += "    features = features + torch.conv1d(hidden, " + p + "residual_weight, " +
-                  p + "residual_bias)\n";
-      script += std::string(b == 0 ? "    skips = " : "    skips = skips + ") +
-                "torch.conv1d(hidden, " + p + "skip_weight, " + p + "skip_bias)\n";
-    }
-    script += "    logits = torch.conv1d(torch.prelu(skips, self.output_prelu_weight), "
-              "self.mask_weight, self.mask_bias)\n";
-    return script + script_decode();
-  }
+  const ConvTasNetOptions& options() const { return options_; }
 
  private:
   ConvTasNetOptions options_;
@@ -256,6 +166,11 @@ class ConvTasNetModel : public WaveformMaskModel {
 };
 
 }  // namespace
+
+const ConvTasNetOptions* conv_tasnet_options(const Model& model) {
+  const auto* conv_tasnet = dynamic_cast<const ConvTasNetModel*>(&model);
+  return conv_tasnet ? &conv_tasnet->options() : nullptr;
+}
 
 NABU_REGISTER_WITH_OPTIONS(model_registry, "conv_tasnet",
                            (make_model<ConvTasNetModel, ConvTasNetOptions>), ConvTasNetOptions,

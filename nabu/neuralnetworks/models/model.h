@@ -16,10 +16,6 @@
 
 namespace nabu {
 
-namespace onnx {
-class Graph;
-}
-
 // A causal model run on a signal that arrives in pieces (`nabu separate --stream`,
 // inference/separation_stream.h): it keeps what the model needs of the past between pushes,
 // so the concatenated outputs equal the model's forward pass over the whole signal. It refers to
@@ -52,27 +48,6 @@ class Model : public torch::nn::Module {
   bool trainable() const { return trainable_; }
   // "model 'main' (dblstm, model.cfg:5: [main])": the prefix of this model's runtime errors.
   std::string describe() const;
-  // The forward pass of one unpadded batch as TorchScript source (`nabu export`,
-  // export/model_export.h): a `forward(self, x: Tensor) -> Tensor` of a module holding
-  // this model's parameters as attributes named as in named_parameters() with '.' -> '_'. Empty
-  // when the architecture cannot be exported; why_not_exported() then says why.
-  virtual std::string torchscript() const { return ""; }
-  virtual std::string why_not_exported() const {
-    return "architecture " + architecture_ +
-           " has no TorchScript export (conv_tasnet, dprnn, tf_gridnet, linear and the fused "
-           "recurrent stacks have)";
-  }
-  // The same forward pass as ONNX nodes (`nabu export --format=onnx`, core/onnx.h) on one
-  // unpadded batch: from the graph value `input` (float: the waveform [B, N] of the time-domain
-  // models, frames [B, T, D] of the others) to the name of the value it computes, with this
-  // model's parameters as initializers. Empty when the architecture has none; why_not_onnx()
-  // then says why.
-  virtual std::string onnx(onnx::Graph& graph, const std::string& input) const { return ""; }
-  virtual std::string why_not_onnx() const {
-    return "architecture " + architecture_ +
-           " has no ONNX export (conv_tasnet, dprnn, tf_gridnet, linear and the fused "
-           "recurrent stacks have)";
-  }
   // A stream over this built model (batch of one, on its device), or nullptr when it cannot be
   // streamed; why_not_streamed() then says why.
   virtual std::unique_ptr<ModelStream> stream() { return nullptr; }
@@ -120,21 +95,6 @@ torch::Tensor keep_dropout(const torch::Tensor& input, double keep_probability, 
 // Activation functions by the original's names.
 enum class Activation { kNone, kTanh, kSigmoid, kRelu, kSoftmax };
 torch::Tensor apply_activation(Activation activation, const torch::Tensor& input);
-// The same as a TorchScript expression of the expression `input` (Model::torchscript).
-std::string script_activation(Activation activation, const std::string& input);
-// The same as an ONNX node on the value `input` (Model::onnx); `input` itself for kNone.
-std::string onnx_activation(onnx::Graph& graph, Activation activation, const std::string& input);
-// One fused recurrent layer as ONNX's `op` (LSTM, GRU, RNN) on the time-major value `x` [T, N, I]:
-// LibTorch's parameters (w_ih, w_hh, b_ih, b_hh of each direction) as W, R, B with the gate
-// blocks in ONNX's order (LSTM i f g o -> i o f c; GRU r z n -> z r h, linear_before_reset).
-// `lengths` (int32 [N], optional) ends each sequence; its backward direction starts there.
-// Returns [T, N, directions * hidden], the directions side by side as LibTorch gives them.
-std::string onnx_recurrent_layer(onnx::Graph& graph, const std::string& op, const std::string& x,
-                                 const std::vector<torch::Tensor>& parameters, int64_t hidden,
-                                 bool bidirectional, const std::string& prefix,
-                                 const std::string& lengths = "");
-// A tensor as a float initializer of `graph` named `name` (made unique); returns its name.
-std::string onnx_floats(onnx::Graph& graph, const std::string& name, const torch::Tensor& values);
 
 // Reads an activation key: `allowed` lists the names this model accepts (e.g. {"tanh",
 // "sigmoid", "relu"}); a value outside it is a ConfigError naming file:line and key.

@@ -8,9 +8,8 @@
 #include <cmath>
 
 #include "nabu/core/error.h"
-#include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/kernels/fused_lstm.h"
-#include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/recurrent_models.h"
 #include "nabu/neuralnetworks/models/recurrent.h"
 
 namespace nabu {
@@ -23,8 +22,6 @@ using recurrent::ResetSchedule;
 using recurrent::run_direction;
 using recurrent::zero_padding;
 namespace rnn_utils = torch::nn::utils::rnn;
-
-enum class CellKind { kLstm, kGru, kRnn };
 
 // Everything a stack needs, filled by the architecture's options struct.
 struct StackSpec {
@@ -278,82 +275,28 @@ class RecurrentStackModel : public Model {
     return output;
   }
 
-  // Fused layer l's parameters with their names, in LibTorch's order (w_ih, w_hh, b_ih, b_hh of
-  // each direction, as all_weights()).
-  std::vector<std::pair<std::string, torch::Tensor>> fused_parameters(std::size_t l) const {
-    const torch::nn::Module& layer =
-        spec_.kind == CellKind::kLstm  ? static_cast<const torch::nn::Module&>(*lstm_layers_[l])
-        : spec_.kind == CellKind::kGru ? static_cast<const torch::nn::Module&>(*gru_layers_[l])
-                                       : static_cast<const torch::nn::Module&>(*rnn_layers_[l]);
-    std::vector<std::pair<std::string, torch::Tensor>> parameters;
-    for (const auto& item : layer.named_parameters(/*recurse=*/false))
-      parameters.emplace_back(item.key(), item.value());
-    return parameters;
+ public:
+  RecurrentStackLayout layout() const {
+    return {spec_.kind, spec_.bidirectional, spec_.fused(), spec_.units, spec_.rnn_activation};
   }
 
-  // The fused stack on one unpadded batch: LibTorch's lstm/gru/rnn kernels over both directions
-  // with the layers' own parameters (the fused CPU LSTM computes the same gates, fused_lstm.h).
-  std::string torchscript() const override {
-    if (!spec_.fused()) return "";
-    std::string script = "def forward(self, x: Tensor) -> Tensor:\n    y = x\n";
-    const std::string directions = spec_.bidirectional ? "2" : "1";
-    const std::string flags =
-        std::string(", True, 1, 0.0, False, ") + (spec_.bidirectional ? "True" : "False") + ", True)";
-    for (std::size_t l = 0; l < spec_.units.size(); ++l) {
-      std::string weights;
-      for (const auto& [name, value] : fused_parameters(l))
-        weights += std::string(weights.empty() ? "" : ", ") + "self.layer" + std::to_string(l) +
-                   "_" + name;
-      script += "    h0 = torch.zeros([" + directions + ", y.size(0), " +
-                std::to_string(spec_.units[l]) + "], dtype=y.dtype)\n";
-      switch (spec_.kind) {
-        case CellKind::kLstm:
-          script += "    y = torch.lstm(y, [h0, h0], [" + weights + "]" + flags + "[0]\n";
-          break;
-        case CellKind::kGru:
-          script += "    y = torch.gru(y, h0, [" + weights + "]" + flags + "[0]\n";
-          break;
-        case CellKind::kRnn:
-          script += std::string("    y = torch.") +
-                    (spec_.rnn_activation == Activation::kRelu ? "rnn_relu" : "rnn_tanh") +
-                    "(y, h0, [" + weights + "]" + flags + "[0]\n";
-          break;
-      }
-    }
-    return script + "    return y\n";
-  }
-  // ONNX's LSTM/GRU/RNN operators (onnx_recurrent_layer), time-major between the layers.
-  std::string onnx(onnx::Graph& graph, const std::string& input) const override {
-    if (!spec_.fused() || (spec_.kind == CellKind::kRnn && spec_.rnn_activation != Activation::kTanh))
-      return "";
-    const char* op = spec_.kind == CellKind::kLstm ? "LSTM" : spec_.kind == CellKind::kGru ? "GRU" : "RNN";
-    auto y = graph.node("Transpose", {input}, {onnx::ints_attribute("perm", {1, 0, 2})});
-    for (std::size_t l = 0; l < spec_.units.size(); ++l) {
-      std::vector<torch::Tensor> parameters;
-      for (const auto& [name, value] : fused_parameters(l)) parameters.push_back(value);
-      y = onnx_recurrent_layer(graph, op, y, parameters, spec_.units[l], spec_.bidirectional,
-                               "layer" + std::to_string(l) + "_");
-    }
-    return graph.node("Transpose", {y}, {onnx::ints_attribute("perm", {1, 0, 2})});
-  }
-  std::string why_not_onnx() const override {
-    return "architecture " + architecture() +
-           " runs its own LSTM cells or a relu RNN, which have no ONNX export; plain dblstm, "
-           "dlstm, dbgru and dbrnn (tanh) have";
-  }
-  std::string why_not_exported() const override {
-    return "architecture " + architecture() +
-           " runs its own LSTM cells (layer_norm, leaks, recurrent dropout or separate "
-           "directions), which have no TorchScript export; plain dblstm, dlstm, dbgru and dbrnn "
-           "have";
-  }
-
+ private:
   StackSpec spec_;
   std::vector<torch::nn::LSTM> lstm_layers_;
   std::vector<torch::nn::GRU> gru_layers_;
   std::vector<torch::nn::RNN> rnn_layers_;
   std::vector<LstmCell> forward_cells_, backward_cells_;
 };
+
+}  // namespace
+
+std::optional<RecurrentStackLayout> recurrent_stack_layout(const Model& model) {
+  const auto* stack = dynamic_cast<const RecurrentStackModel*>(&model);
+  if (!stack) return std::nullopt;
+  return stack->layout();
+}
+
+namespace {
 
 void declare_sizes(OptionsReader& r, int& num_layers, int& num_units, double& fac_per_layer) {
   r("num_layers", num_layers, "number of stacked layers");

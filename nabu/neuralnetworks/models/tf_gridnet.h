@@ -16,6 +16,9 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <string>
+
+#include "nabu/neuralnetworks/models/model.h"
 
 namespace nabu::tf_gridnet {
 
@@ -84,3 +87,77 @@ torch::Tensor channel_norm(const torch::Tensor& x, const torch::Tensor& gain,
                            const torch::Tensor& bias, double epsilon);
 
 }  // namespace nabu::tf_gridnet
+
+namespace nabu {
+
+// The model's options (tf_gridnet.cpp), here so that export/ can write a built model's forward
+// pass from them and its parameters (export/model_writers.h).
+enum class StftWindow { kHann, kSqrtHann };
+
+struct TfGridNetOptions {
+  std::string architecture;
+  bool trainable = true;
+  int num_speakers = 2;
+  int window_length = 256;
+  int window_shift = 64;
+  StftWindow window = StftWindow::kSqrtHann;
+  int embedding_channels = 128;
+  int unfold_kernel = 4;
+  int unfold_stride = 1;
+  int hidden_units = 192;
+  int attention_heads = 4;
+  int attention_qk_dim = 512;
+  int num_blocks = 6;
+
+  void declare(OptionsReader& r) {
+    declare_common(r, architecture, trainable);
+    r("num_speakers", num_speakers, "number of separated waveforms (S)");
+    r("window_length", window_length,
+      "STFT window and FFT size in samples (256 = 32 ms at 8 kHz; F = window_length/2 + 1 bins)");
+    r("window_shift", window_shift, "STFT hop in samples (64 = 8 ms at 8 kHz)");
+    r.choice("window", window, {{"sqrt_hann", StftWindow::kSqrtHann}, {"hann", StftWindow::kHann}},
+             "STFT analysis and synthesis window (periodic)");
+    r("embedding_channels", embedding_channels, "channels D of every time-frequency bin");
+    r("unfold_kernel", unfold_kernel, "neighbouring bins or frames I in one BLSTM input");
+    r("unfold_stride", unfold_stride, "step J between unfolded positions");
+    r("hidden_units", hidden_units, "units H of each direction of every BLSTM");
+    r("attention_heads", attention_heads, "self-attention heads L (embedding_channels must be a "
+                                          "multiple)");
+    r("attention_qk_dim", attention_qk_dim,
+      "query/key size per frame and head; E = ceil(attention_qk_dim / F) channels per bin");
+    r("num_blocks", num_blocks, "GridNet blocks B");
+    r.require(num_speakers >= 1, "num_speakers", "must be >= 1");
+    r.require(window_length >= 2 && window_length % 2 == 0, "window_length",
+              "must be even and >= 2");
+    r.require(window_shift >= 1 && window_shift <= window_length / 2, "window_shift",
+              "must be between 1 and window_length/2 (the inverse STFT needs the frames to "
+              "overlap)");
+    r.require(embedding_channels >= 1, "embedding_channels", "must be >= 1");
+    r.require(unfold_kernel >= 1, "unfold_kernel", "must be >= 1");
+    r.require(unfold_stride >= 1 && unfold_stride <= unfold_kernel, "unfold_stride",
+              "must be between 1 and unfold_kernel");
+    r.require(hidden_units >= 1, "hidden_units", "must be >= 1");
+    r.require(attention_heads >= 1 && embedding_channels % attention_heads == 0,
+              "attention_heads", "must be >= 1 and divide embedding_channels");
+    r.require(attention_qk_dim >= 1, "attention_qk_dim", "must be >= 1");
+    r.require(num_blocks >= 1, "num_blocks", "must be >= 1");
+  }
+
+  int64_t bins() const { return window_length / 2 + 1; }
+  tf_gridnet::BlockSizes block_sizes() const {
+    tf_gridnet::BlockSizes s;
+    s.channels = embedding_channels;
+    s.kernel = unfold_kernel;
+    s.stride = unfold_stride;
+    s.hidden = hidden_units;
+    s.heads = attention_heads;
+    s.bins = bins();
+    s.qk_channels = (attention_qk_dim + s.bins - 1) / s.bins;
+    return s;
+  }
+};
+
+// A built model's options, or null when `model` is not a tf_gridnet.
+const TfGridNetOptions* tf_gridnet_options(const Model& model);
+
+}  // namespace nabu

@@ -24,19 +24,13 @@
 #include "nabu/core/error.h"
 #include "nabu/neuralnetworks/kernels/conv_tasnet_kernels.h"
 #include "nabu/neuralnetworks/models/model.h"
+#include "nabu/neuralnetworks/models/waveform_options.h"
 #include "nabu/neuralnetworks/tensor_map.h"
 
 namespace nabu::waveform {
 
 namespace F = torch::nn::functional;
 
-enum class Norm { kGlobal, kCumulative, kChannel };
-
-inline void declare_norm(OptionsReader& r, const std::string& key, Norm& value,
-                         const std::string& help) {
-  r.choice(key, value,
-           {{"gLN", Norm::kGlobal}, {"cLN", Norm::kCumulative}, {"chanLN", Norm::kChannel}}, help);
-}
 
 // x * mask, or x where the mask is undefined: a batch without padding (all its utterances as
 // long as the batch) has no mask, since multiplying by ones changes nothing and each kernel left
@@ -219,15 +213,6 @@ class WaveformCodec {
   torch::nn::ConvTranspose1d decoder_{nullptr};
 };
 
-enum class MaskNonlinearity { kRelu, kSigmoid, kSoftmax };
-
-inline void declare_mask_nonlinearity(OptionsReader& r, MaskNonlinearity& value) {
-  r.choice("mask_nonlinearity", value,
-           {{"relu", MaskNonlinearity::kRelu},
-            {"sigmoid", MaskNonlinearity::kSigmoid},
-            {"softmax", MaskNonlinearity::kSoftmax}},
-           "activation of the masks (softmax: over the speakers)");
-}
 
 inline torch::Tensor mask_activation(const torch::Tensor& logits, MaskNonlinearity kind) {
   switch (kind) {
@@ -250,37 +235,12 @@ inline torch::Tensor waveform_input(const Model& model, const torch::Tensor& inp
               "[B, N]");
 }
 
-// Keys both architectures share.
-struct WaveformOptions {
-  std::string architecture;
-  bool trainable = true;
-  int num_speakers = 2;
-  int kernel_size = 16;
-  int encoder_filters = 512;
-  int bottleneck_channels = 128;
-  MaskNonlinearity mask_nonlinearity = MaskNonlinearity::kRelu;
-  Norm norm = Norm::kGlobal;
-
-  void declare_waveform(OptionsReader& r) {
-    declare_common(r, architecture, trainable);
-    r("num_speakers", num_speakers, "number of separated waveforms (S)");
-    r("kernel_size", kernel_size,
-      "encoder/decoder kernel L in samples (the stride is L/2; 16 = 2 ms at 8 kHz)");
-    r("encoder_filters", encoder_filters, "encoder channels N");
-    r("bottleneck_channels", bottleneck_channels, "channels B the separator works on");
-    declare_mask_nonlinearity(r, mask_nonlinearity);
-    declare_norm(r, "norm", norm,
-                 "layer normalisation: gLN (global), cLN (cumulative, causal), chanLN (per "
-                 "frame)");
-    r.require(num_speakers >= 1, "num_speakers", "must be >= 1");
-    r.require(kernel_size >= 2 && kernel_size % 2 == 0, "kernel_size", "must be even and >= 2");
-    r.require(encoder_filters >= 1, "encoder_filters", "must be >= 1");
-    r.require(bottleneck_channels >= 1, "bottleneck_channels", "must be >= 1");
-  }
-};
 
 // What both architectures share: the codec, then a norm and a 1x1 bottleneck to B channels.
 class WaveformMaskModel : public Model {
+ public:
+  const WaveformOptions& waveform_options() const { return waveform_options_; }
+
  protected:
   WaveformMaskModel(const std::string& name, const std::string& architecture,
                     const std::string& where, const WaveformOptions& options)
@@ -310,102 +270,6 @@ class WaveformMaskModel : public Model {
                            encoded.mask);
     return {std::move(encoded), features};
   }
-
-  // TorchScript of the shared parts (Model::torchscript), for one unpadded batch x [B, N]: the
-  // method _norm(x, gain, bias) of the model's norm; script_encode() sets `samples`, `encoded`
-  // [B, N_f, K] and `features` [B, B_c, K]; script_decode() turns `logits` [B, S N_f, K] into
-  // the returned waveforms [B, N, S]. Parameters are attributes named as named_parameters()
-  // with '.' -> '_'.
-  std::string script_norm_method() const {
-    std::string body;
-    switch (waveform_options_.norm) {
-      case Norm::kGlobal:
-        body =
-            "    count = max(float(x.size(2)) * float(x.size(1)), 1.0)\n"
-            "    mean = x.sum([1, 2], keepdim=True) / count\n"
-            "    variance = (x - mean).pow(2).sum([1, 2], keepdim=True) / count\n";
-        break;
-      case Norm::kCumulative:
-        body =
-            "    count = torch.arange(1, x.size(2) + 1, dtype=x.dtype, device=x.device)"
-            ".view([1, 1, -1]) * float(x.size(1))\n"
-            "    mean = x.sum(1, keepdim=True).cumsum(2) / count\n"
-            "    variance = (x.pow(2).sum(1, keepdim=True).cumsum(2) / count - mean.pow(2))"
-            ".clamp_min(0.0)\n";
-        break;
-      case Norm::kChannel:
-        body =
-            "    mean = x.mean(1, keepdim=True)\n"
-            "    variance = (x - mean).pow(2).mean(1, keepdim=True)\n";
-        break;
-    }
-    return "def _norm(self, x: Tensor, gain: Tensor, bias: Tensor) -> Tensor:\n" + body +
-           "    return (x - mean) * torch.rsqrt(variance + 1e-08) * gain + bias\n\n";
-  }
-
-  // _masked_norm(x, mask, gain, bias): the norm over the frames where mask [B, 1, T] is 1, zero
-  // elsewhere (FrameNorm with a mask).
-  std::string script_masked_norm_method() const {
-    std::string body;
-    if (waveform_options_.norm == Norm::kGlobal)
-      body =
-          "    count = (mask.sum([1, 2], keepdim=True) * float(x.size(1))).clamp_min(1.0)\n"
-          "    mean = (x * mask).sum([1, 2], keepdim=True) / count\n"
-          "    variance = ((x - mean).pow(2) * mask).sum([1, 2], keepdim=True) / count\n";
-    else  // chanLN (dprnn allows no other with a mask)
-      body =
-          "    mean = x.mean(1, keepdim=True)\n"
-          "    variance = (x - mean).pow(2).mean(1, keepdim=True)\n";
-    return "def _masked_norm(self, x: Tensor, mask: Tensor, gain: Tensor, bias: Tensor) -> "
-           "Tensor:\n" + body +
-           "    return ((x - mean) * torch.rsqrt(variance + 1e-08) * gain + bias) * mask\n\n";
-  }
-
-  std::string script_encode() const {
-    const auto& o = waveform_options_;
-    const std::string kernel = std::to_string(o.kernel_size);
-    const std::string stride = std::to_string(o.kernel_size / 2);
-    return "    samples = x.size(1)\n"
-           "    frames = (max(samples - " + kernel + ", 0) + " + stride + " - 1) // " + stride +
-           " + 1\n"
-           "    padded = (frames - 1) * " + stride + " + " + kernel + "\n"
-           "    signal = torch.constant_pad_nd(x, [0, padded - samples], 0.0).unsqueeze(1)\n"
-           "    encoded = torch.relu(torch.conv1d(signal, self.encoder_weight, None, [" + stride +
-           "]))\n"
-           "    features = torch.conv1d(self._norm(encoded, self.input_norm_gain, "
-           "self.input_norm_bias), self.bottleneck_weight, self.bottleneck_bias)\n";
-  }
-
-  std::string script_decode() const {
-    const auto& o = waveform_options_;
-    const std::string speakers = std::to_string(o.num_speakers);
-    const std::string filters = std::to_string(o.encoder_filters);
-    std::string activation = "torch.relu(logits)";
-    if (o.mask_nonlinearity == MaskNonlinearity::kSigmoid) activation = "torch.sigmoid(logits)";
-    if (o.mask_nonlinearity == MaskNonlinearity::kSoftmax) activation = "torch.softmax(logits, 1)";
-    return "    logits = logits.reshape([logits.size(0), " + speakers + ", " + filters +
-           ", logits.size(2)])\n"
-           "    masked = " + activation + " * encoded.unsqueeze(1)\n"
-           "    flat = masked.reshape([masked.size(0) * " + speakers + ", " + filters +
-           ", masked.size(3)])\n"
-           "    signals = torch.conv_transpose1d(flat, self.decoder_weight, None, [" +
-           std::to_string(o.kernel_size / 2) + "]).reshape([masked.size(0), " + speakers +
-           ", -1])\n"
-           "    return signals.narrow(2, 0, samples).transpose(1, 2)\n";
-  }
-
-  // ONNX of the shared parts (Model::onnx; waveform_onnx.cpp), for one unpadded batch: the
-  // model's parameter `name` as an initializer; the norm of x [B, C, T]; onnx_encode() turns the
-  // waveform [B, N] into `encoded` [B, N_f, K] and `features` [B, B_c, K]; onnx_decode() the mask
-  // logits [B, S N_f, K] into the waveforms [B, S, N].
-  struct OnnxEncoded {
-    std::string samples, encoded, features;
-  };
-  std::string onnx_parameter(onnx::Graph& graph, const std::string& name) const;
-  std::string onnx_norm(onnx::Graph& graph, const std::string& x, const std::string& prefix) const;
-  OnnxEncoded onnx_encode(onnx::Graph& graph, const std::string& waveform) const;
-  std::string onnx_decode(onnx::Graph& graph, const std::string& logits,
-                          const OnnxEncoded& encoded, const std::string& waveform) const;
 
   // Mask logits [B, S, N, K] -> the speakers' waveforms [B, samples, S].
   torch::Tensor decode(const torch::Tensor& logits, const EncodedBatch& encoded) {

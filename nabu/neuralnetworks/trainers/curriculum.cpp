@@ -51,6 +51,22 @@ nlohmann::json read_val_sum(const fs::path& path) {
   }
 }
 
+// What stage i starts from without a checkpoint of its own: the first, trainer.cfg's init_file
+// (if set); a later one, the stage before's model; empty: a fresh initialisation.
+fs::path stage_init(const Recipe& recipe, const TrainerOptions& options,
+                    const ExperimentLayout& experiment, const std::vector<StageSettings>& stages,
+                    std::size_t i) {
+  if (i == 0 && !options.init_file.empty()) {
+    if (!fs::exists(options.init_file))
+      throw ConfigError(recipe.get("trainer.cfg").section("trainer").where("init_file") + ": '" +
+                        options.init_file + "' does not exist");
+    return options.init_file;
+  }
+  if (i == 0) return {};
+  fs::path previous = experiment.stage(stages[i - 1].segment_length).model();
+  return fs::exists(previous) ? previous : fs::path();
+}
+
 }  // namespace
 
 void run_curriculum(const Recipe& recipe, const fs::path& expdir,
@@ -91,18 +107,8 @@ void run_curriculum(const Recipe& recipe, const fs::path& expdir,
       summary.stages.push_back(skipped);
       continue;
     }
-    fs::path init;
-    if (!has_checkpoint) {
-      if (i == 0 && !options.init_file.empty()) {
-        init = options.init_file;
-        if (!fs::exists(init))
-          throw ConfigError(recipe.get("trainer.cfg").section("trainer").where("init_file") +
-                            ": '" + options.init_file + "' does not exist");
-      } else if (i > 0) {
-        fs::path previous = experiment.stage(stages[i - 1].segment_length).model();
-        if (fs::exists(previous)) init = previous;
-      }
-    }
+    const fs::path init =
+        has_checkpoint ? fs::path() : stage_init(recipe, options, experiment, stages, i);
     RunSettings run;
     run.seed = settings.seed + i;
     run.resume = settings.resume || has_checkpoint;

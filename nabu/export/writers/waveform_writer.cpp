@@ -1,5 +1,7 @@
-// ONNX of the time-domain models' shared codec and norms (waveform_mask_model.h): the nodes
-// mirror script_encode/script_decode/script_norm_method, op by op, in opset 17.
+// ONNX of the time-domain models' shared codec and norms: the nodes mirror script_encode,
+// script_decode and script_norm_method.
+#include "nabu/export/writers/waveform_writer.h"
+
 #include "nabu/core/onnx.h"
 #include "nabu/neuralnetworks/models/waveform_mask_model.h"
 
@@ -8,21 +10,10 @@ namespace nabu::waveform {
 using onnx::Graph;
 using onnx::ints_attribute;
 
-std::string WaveformMaskModel::onnx_parameter(Graph& graph, const std::string& name) const {
-  for (const auto& item : named_parameters(/*recurse=*/true)) {
-    if (item.key() != name) continue;
-    auto values = item.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    std::vector<int64_t> dims(values.sizes().begin(), values.sizes().end());
-    std::vector<float> data(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
-    return graph.floats(name, dims, data);
-  }
-  throw Error(describe() + ": no parameter " + name + " to export");
-}
-
-std::string WaveformMaskModel::onnx_norm(Graph& graph, const std::string& x,
+std::string WaveformWriter::onnx_norm(Graph& graph, const std::string& x,
                                          const std::string& prefix) const {
   std::string mean, variance;
-  switch (waveform_options_.norm) {
+  switch (options_.norm) {
     case Norm::kGlobal: {
       mean = graph.node("ReduceMean", {x}, {ints_attribute("axes", {1, 2})});
       auto centred = graph.node("Sub", {x, mean});
@@ -72,9 +63,9 @@ std::string WaveformMaskModel::onnx_norm(Graph& graph, const std::string& x,
                             onnx_parameter(graph, prefix + "bias")});
 }
 
-WaveformMaskModel::OnnxEncoded WaveformMaskModel::onnx_encode(Graph& graph,
+WaveformWriter::OnnxEncoded WaveformWriter::onnx_encode(Graph& graph,
                                                               const std::string& waveform) const {
-  const int64_t kernel = waveform_options_.kernel_size, stride = kernel / 2;
+  const int64_t kernel = options_.kernel_size, stride = kernel / 2;
   OnnxEncoded out;
   out.samples = graph.node("Gather", {graph.node("Shape", {waveform}), graph.int_scalar(1)});
   // frames = (max(samples - L, 0) + L/2 - 1) / (L/2) + 1; zeros up to (frames - 1) L/2 + L.
@@ -103,10 +94,10 @@ WaveformMaskModel::OnnxEncoded WaveformMaskModel::onnx_encode(Graph& graph,
   return out;
 }
 
-std::string WaveformMaskModel::onnx_decode(Graph& graph, const std::string& logits,
+std::string WaveformWriter::onnx_decode(Graph& graph, const std::string& logits,
                                            const OnnxEncoded& encoded,
                                            const std::string& waveform) const {
-  const auto& o = waveform_options_;
+  const auto& o = options_;
   auto shaped =
       graph.node("Reshape", {logits, graph.ints({0, o.num_speakers, o.encoder_filters, -1})});
   std::string masks;
