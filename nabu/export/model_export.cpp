@@ -27,11 +27,6 @@ namespace nabu {
 
 namespace {
 
-std::string attribute_name(std::string name) {
-  std::replace(name.begin(), name.end(), '.', '_');
-  return name;
-}
-
 std::string number(double value) { return fmt::format("{:.17g}", value); }
 
 // What separate_samples does around a waveform model for one chunk (separation.cpp): the
@@ -67,7 +62,7 @@ torch::jit::Module script_model_in(const Model& model,
   torch::jit::Module module(c10::QualifiedName("nabu.Model_" + model.model_name()), unit,
                             /*shouldMangle=*/true);
   for (const auto& item : model.named_parameters(/*recurse=*/true))
-    module.register_parameter(attribute_name(item.key()),
+    module.register_parameter(script_attribute(item.key()),
                               item.value().detach().to(torch::kCPU).clone(),
                               /*is_buffer=*/false);
   module.define(source);

@@ -1,5 +1,7 @@
 #include "nabu/export/model_writers.h"
 
+#include <algorithm>
+
 #include "nabu/core/error.h"
 #include "nabu/core/onnx.h"
 #include "nabu/core/strings.h"
@@ -69,15 +71,26 @@ const torch::Tensor& ModelParameters::at(const std::string& name) const {
   return found->second;
 }
 
+std::vector<std::string> ModelParameters::names_under(const std::string& prefix) const {
+  std::vector<std::string> names;
+  for (const auto& name : order_)
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  return names;
+}
+
 std::vector<torch::Tensor> ModelParameters::under(const std::string& prefix) const {
   std::vector<torch::Tensor> found;
-  for (const auto& name : order_)
-    if (name.rfind(prefix, 0) == 0) found.push_back(values_.at(name));
+  for (const auto& name : names_under(prefix)) found.push_back(values_.at(name));
   return found;
 }
 
 std::string ModelParameters::onnx(onnx::Graph& graph, const std::string& name) const {
   return onnx_floats(graph, name, at(name));
+}
+
+std::string script_attribute(std::string name) {
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
 }
 
 std::string script_activation(Activation activation, const std::string& input) {

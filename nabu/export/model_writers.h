@@ -53,6 +53,8 @@ class ModelParameters {
   // The parameters whose names start with `prefix`, in the model's order ("layer0." gives a
   // fused layer's w_ih, w_hh, b_ih, b_hh of each direction).
   std::vector<torch::Tensor> under(const std::string& prefix) const;
+  // Their names, in the same order.
+  std::vector<std::string> names_under(const std::string& prefix) const;
   // Parameter `name` as a float initializer of `graph` named `name`.
   std::string onnx(onnx::Graph& graph, const std::string& name) const;
 
@@ -61,6 +63,9 @@ class ModelParameters {
   std::map<std::string, torch::Tensor> values_;
   std::vector<std::string> order_;
 };
+
+// The attribute of the exported TorchScript module that holds parameter `name` ('.' -> '_').
+std::string script_attribute(std::string name);
 
 // An activation as a TorchScript expression of the expression `input`.
 std::string script_activation(Activation activation, const std::string& input);

@@ -50,14 +50,10 @@ const bool linear_registered = register_model_writer({"linear"}, {linear_script,
 // ------------------------------------------------------------------------ recurrent stacks
 
 // Fused layer l's parameters as the TorchScript attributes of the exported module.
-std::string layer_attributes(const Model& model, std::size_t l) {
-  const std::string prefix = "layer" + std::to_string(l) + ".";
+std::string layer_attributes(const ModelParameters& parameters, std::size_t l) {
   std::string names;
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) {
-    if (item.key().rfind(prefix, 0) != 0) continue;
-    names += std::string(names.empty() ? "" : ", ") + "self.layer" + std::to_string(l) + "_" +
-             item.key().substr(prefix.size());
-  }
+  for (const auto& name : parameters.names_under("layer" + std::to_string(l) + "."))
+    names += (names.empty() ? "self." : ", self.") + script_attribute(name);
   return names;
 }
 
@@ -66,12 +62,13 @@ std::string layer_attributes(const Model& model, std::size_t l) {
 std::string stack_script(const Model& model) {
   const auto stack = recurrent_stack_layout(model);
   if (!stack || !stack->fused) return "";
+  const ModelParameters parameters(model);
   std::string script = "def forward(self, x: Tensor) -> Tensor:\n    y = x\n";
   const std::string directions = stack->bidirectional ? "2" : "1";
   const std::string flags = std::string(", True, 1, 0.0, False, ") +
                             (stack->bidirectional ? "True" : "False") + ", True)";
   for (std::size_t l = 0; l < stack->units.size(); ++l) {
-    const std::string weights = layer_attributes(model, l);
+    const std::string weights = layer_attributes(parameters, l);
     script += "    h0 = torch.zeros([" + directions + ", y.size(0), " +
               std::to_string(stack->units[l]) + "], dtype=y.dtype)\n";
     switch (stack->kind) {

@@ -1,7 +1,5 @@
 // The writer of tf_gridnet (neuralnetworks/models/tf_gridnet.h): the STFT, the GridNet blocks and
 // the inverse STFT as TorchScript and ONNX.
-#include <map>
-
 #include "nabu/core/error.h"
 #include "nabu/core/onnx.h"
 #include "nabu/export/model_writers.h"
@@ -18,16 +16,12 @@ using onnx::Graph;
 using onnx::int_attribute;
 using onnx::ints_attribute;
 
-// The model's parameters by name, as ONNX initializers.
+// The model's parameters by name (ModelParameters), as ONNX initializers of one graph.
 struct Parameters {
   Graph& graph;
-  std::map<std::string, torch::Tensor> values;
-  std::string operator()(const std::string& name) const { return onnx_floats(graph, name, at(name)); }
-  const torch::Tensor& at(const std::string& name) const {
-    auto found = values.find(name);
-    if (found == values.end()) throw Error("tf_gridnet: no parameter " + name + " to export");
-    return found->second;
-  }
+  const ModelParameters& values;
+  std::string operator()(const std::string& name) const { return values.onnx(graph, name); }
+  const torch::Tensor& at(const std::string& name) const { return values.at(name); }
 };
 
 // x [B, D, T, F] normalised over its channels with gain and bias [1, D, 1, 1].
@@ -140,8 +134,8 @@ std::string tf_gridnet_onnx(const Model& model, onnx::Graph& g, const std::strin
   const auto sizes = o.block_sizes();
   const int64_t length = o.window_length, shift = o.window_shift, pad = length - shift;
   const int64_t bins = sizes.bins, speakers = o.num_speakers;
-  gridnet_onnx::Parameters p{g, {}};
-  for (const auto& item : model.named_parameters(/*recurse=*/true)) p.values[item.key()] = item.value();
+  const ModelParameters parameters(model);
+  const gridnet_onnx::Parameters p{g, parameters};
   const auto concat = [&](const std::vector<std::string>& parts) {
     return g.node("Concat", parts, {int_attribute("axis", 0)});
   };
@@ -159,7 +153,7 @@ std::string tf_gridnet_onnx(const Model& model, onnx::Graph& g, const std::strin
   for (int64_t n = 0; n < length; ++n) offsets[static_cast<std::size_t>(n)] = n;
   auto index = g.node("Add", {g.node("Unsqueeze", {g.node("Mul", {g.node("Range", {g.int_scalar(0), frames, g.int_scalar(1)}), g.int_scalar(shift)}), g.ints({1})}),
                               g.int64s("offsets", {1, length}, offsets)});
-  auto window = ModelParameters(model).at("window").to(torch::kDouble);
+  auto window = parameters.at("window").to(torch::kDouble);
   auto n = torch::arange(length, torch::kDouble), f = torch::arange(bins, torch::kDouble);
   auto angle = 2.0 * M_PI * f.view({-1, 1}) * n.view({1, -1}) / static_cast<double>(length);  // [F, L]
   // Analysis: X_f = sum_n w_n x_n e^{-i angle}; synthesis (irfft): x_n = sum_f c_f (Re X_f cos -
